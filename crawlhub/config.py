@@ -1,0 +1,82 @@
+"""Environment overrides for settings, and helpers to keep secrets out of logs.
+
+Every setting defined in :mod:`crawlhub.settings` can be overridden by an
+environment variable of the same name. Values are coerced to the type of the
+default (bool, int, float, list, dict); strings stay strings.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import MutableMapping
+from urllib.parse import urlsplit, urlunsplit
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+class SettingError(ValueError):
+    """An environment variable could not be read as the setting's type."""
+
+
+def coerce(name: str, raw: str, default):
+    """Turn the environment string ``raw`` into the type of ``default``."""
+    try:
+        if isinstance(default, bool):
+            low = raw.strip().lower()
+            if low in _TRUE:
+                return True
+            if low in _FALSE:
+                return False
+            raise ValueError(f"expected one of {sorted(_TRUE | _FALSE)}")
+        if isinstance(default, int):
+            return int(raw)
+        if isinstance(default, float):
+            return float(raw)
+        if isinstance(default, (list, tuple)):
+            raw = raw.strip()
+            if raw.startswith("["):
+                return json.loads(raw)
+            return [part.strip() for part in raw.split(",") if part.strip()]
+        if isinstance(default, dict):
+            value = json.loads(raw)
+            if not isinstance(value, dict):
+                raise ValueError("expected a JSON object")
+            return value
+    except ValueError as exc:
+        raise SettingError(f"environment variable {name}={raw!r}: {exc}") from None
+    return raw
+
+
+def apply_env_overrides(namespace: MutableMapping, environ=None) -> list[str]:
+    """Override upper-case names in ``namespace`` from ``environ``.
+
+    Returns the names that were overridden (for logging; values are not
+    returned because some are secrets).
+    """
+    environ = os.environ if environ is None else environ
+    changed = []
+    for name in [n for n in namespace if n.isupper() and not n.startswith("_")]:
+        if name in environ:
+            namespace[name] = coerce(name, environ[name], namespace[name])
+            changed.append(name)
+    return changed
+
+
+def redact_url(url: str | None) -> str:
+    """``redis://user:secret@host:6379/0`` -> ``redis://user:***@host:6379/0``."""
+    if not url:
+        return str(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparseable url>"
+    if parts.password is None and not (parts.username and "@" in parts.netloc):
+        return url
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    user = parts.username or ""
+    netloc = f"{user}:***@{host}" if parts.password is not None else f"***@{host}"
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))

@@ -1,0 +1,1 @@
+"""The shared frontier: scheduler, queue, duplicate filter, request serialization."""

@@ -1,0 +1,86 @@
+"""The shared request queue: scrapy-redis's priority queue, JSON-encoded.
+
+A payload that does not decode (pickle, garbage, a class or callback we do
+not allow) is never executed: it is logged with the reason and set aside in
+``<spider>:bad_requests`` for inspection, and the next request is taken.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+from scrapy_redis.queue import PriorityQueue
+
+from crawlhub.frontier.serializer import DEFAULT_ALLOWED_CLASSES, DecodeError, RequestSerializer
+
+logger = logging.getLogger(__name__)
+
+# Undecodable payloads skipped per pop() before it gives up for this tick.
+MAX_SKIPS_PER_POP = 100
+
+
+class JsonPriorityQueue(PriorityQueue):
+    """Redis sorted set of JSON requests (score = -priority)."""
+
+    def __init__(
+        self,
+        server,
+        spider,
+        key,
+        serializer=None,
+        *,
+        allowed_classes=DEFAULT_ALLOWED_CLASSES,
+        bad_key=None,
+        bad_max=10000,
+        stats=None,
+    ):
+        # Not calling Base.__init__: it falls back to pickle when no
+        # serializer is given, and we never want that.
+        self.server = server
+        self.spider = spider
+        self.key = key % {"spider": spider.name}
+        self.serializer = serializer or RequestSerializer(spider, allowed_classes)
+        self.bad_key = bad_key or f"{spider.name}:bad_requests"
+        self.bad_max = bad_max
+        self.stats = stats
+
+    def _encode_request(self, request):
+        return self.serializer.encode(request)
+
+    def _decode_request(self, encoded_request):
+        return self.serializer.decode(encoded_request)
+
+    def pop(self, timeout=0):
+        for _ in range(MAX_SKIPS_PER_POP):
+            pipe = self.server.pipeline()
+            pipe.multi()
+            pipe.zrange(self.key, 0, 0).zremrangebyrank(self.key, 0, 0)
+            results, _count = pipe.execute()
+            if not results:
+                return None
+            try:
+                return self._decode_request(results[0])
+            except DecodeError as exc:
+                self.set_aside(results[0], str(exc))
+        return None
+
+    def set_aside(self, payload: bytes, reason: str) -> None:
+        """Keep an undecodable payload in <spider>:bad_requests, with why."""
+        logger.warning(
+            "Refused a request payload from %s (%s); set aside in %s",
+            self.key, reason, self.bad_key, extra={"spider": self.spider},
+        )
+        if self.stats:
+            self.stats.inc_value("frontier/bad_requests")
+        record = json.dumps(
+            {
+                "reason": reason,
+                "payload": payload[:4096].decode("utf-8", "backslashreplace"),
+                "queue": self.key,
+                "at": time.time(),
+            }
+        )
+        with self.server.pipeline() as pipe:
+            pipe.lpush(self.bad_key, record).ltrim(self.bad_key, 0, self.bad_max - 1).execute()

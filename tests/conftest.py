@@ -1,0 +1,88 @@
+"""Fixtures: one real redis-server and one real secantusd-py per test session,
+each on a free loopback port, started and stopped by the tests (through
+crawlhub's own service classes). Each test gets an empty Redis database and
+its own MongoDB database."""
+
+from __future__ import annotations
+
+import itertools
+
+import pymongo
+import pytest
+import redis
+
+from crawlhub.services import EmbeddedMongo, EmbeddedRedis
+from crawlhub.sites import LocalSite
+from tests.harness import crawl_env
+
+_db_names = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def services_home(tmp_path_factory):
+    return tmp_path_factory.mktemp("services")
+
+
+@pytest.fixture(scope="session")
+def redis_server(services_home):
+    server = EmbeddedRedis(services_home)
+    url = server.ensure()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_url(redis_server):
+    return redis_server.url()
+
+
+@pytest.fixture(scope="session")
+def mongo_server(services_home):
+    server = EmbeddedMongo(services_home)
+    server.ensure()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def mongo_uri(mongo_server):
+    return mongo_server.url()
+
+
+@pytest.fixture
+def redis_client(redis_url):
+    client = redis.Redis.from_url(redis_url)
+    client.flushdb()
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def mongo_db(mongo_uri):
+    client = pymongo.MongoClient(mongo_uri, serverSelectionTimeoutMS=10000)
+    name = f"test_{next(_db_names)}"
+    client.drop_database(name)
+    yield client[name]
+    client.drop_database(name)
+    client.close()
+
+
+@pytest.fixture
+def env(redis_url, mongo_uri, mongo_db, redis_client, tmp_path):
+    """Environment for `scrapy crawl` workers on this test's Redis and MongoDB."""
+    return crawl_env(redis_url, mongo_uri, mongo_db.name, tmp_path / "home")
+
+
+@pytest.fixture
+def site():
+    """Start a LocalSite: site(pages, delay=...)."""
+    started = []
+
+    def make(pages, **kwargs):
+        s = LocalSite(pages, **kwargs).start()
+        started.append(s)
+        return s
+
+    yield make
+    for s in started:
+        s.stop()

@@ -1,0 +1,85 @@
+"""Helpers for integration tests: real `scrapy crawl` worker processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRAPY = [sys.executable, "-m", "scrapy"]
+
+
+@dataclass
+class Worker:
+    name: str
+    proc: subprocess.Popen
+    log_path: Path
+
+    def wait(self, timeout: float) -> int:
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError(f"worker {self.name} did not finish in {timeout}s; log:\n{self.log()[-4000:]}")
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def start_worker(spider: str, env: dict, logdir: Path, name: str, **settings) -> Worker:
+    cmd = [*SCRAPY, "crawl", spider]
+    for key, value in settings.items():
+        cmd += ["-s", f"{key}={value}"]
+    log_path = logdir / f"{name}.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    return Worker(name, proc, log_path)
+
+
+def run_workers(spider: str, env: dict, logdir: Path, count: int, timeout: float = 120, **settings) -> list[Worker]:
+    workers = [start_worker(spider, env, logdir, f"{spider}-{i}", **settings) for i in range(count)]
+    wait_all(workers, timeout)
+    return workers
+
+
+def wait_all(workers: list[Worker], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    try:
+        for worker in workers:
+            code = worker.wait(max(1.0, deadline - time.monotonic()))
+            assert code == 0, f"worker {worker.name} exited {code}; log:\n{worker.log()[-4000:]}"
+    finally:
+        for worker in workers:
+            worker.kill()
+
+
+def worker_records(redis_client, spider: str) -> list[dict]:
+    return [json.loads(v) for v in redis_client.hgetall(f"{spider}:workers").values()]
+
+
+def crawl_env(redis_url: str, mongo_uri: str, database: str, home: Path, **extra) -> dict:
+    env = dict(os.environ)
+    env.update(
+        {
+            "REDIS_URL": redis_url,
+            "MONGO_URI": mongo_uri,
+            "MONGO_DATABASE": database,
+            "CRAWLHUB_HOME": str(home),
+            "MAX_IDLE_TIME_BEFORE_CLOSE": "2",
+            "MONGO_FLUSH_INTERVAL": "0.5",
+            "PYTHONWARNINGS": "error::DeprecationWarning:scrapy_redis,default",
+        }
+    )
+    env.update({k: str(v) for k, v in extra.items()})
+    return env

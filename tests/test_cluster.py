@@ -1,0 +1,115 @@
+"""Integration: several real `scrapy crawl scrapeme` processes on one frontier."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+from crawlhub.sites import shop_pages, shop_products
+from tests.harness import run_workers, start_worker, wait_all, worker_records
+
+PRODUCTS, PER_PAGE = 360, 8  # 45 listing pages
+
+
+def listing_paths(pages: dict) -> set[str]:
+    return {p for p in pages if p != "/shop/page/1/"} if "/shop/" in pages else set(pages)
+
+
+def assert_products_once(mongo_db, products: int):
+    docs = list(mongo_db.products.find({}, {"site": 1, "id": 1, "name": 1, "price": 1, "currency": 1}))
+    ids = Counter(d["id"] for d in docs)
+    assert len(docs) == products, f"{len(docs)} products stored, expected {products}"
+    assert max(ids.values()) == 1, f"stored twice: {[k for k, v in ids.items() if v > 1][:5]}"
+    assert set(ids) == {p["id"] for p in shop_products(products)}
+    sample = next(d for d in docs if d["id"] == "700")
+    assert (sample["name"], sample["price"], sample["currency"]) == ("Bulbasaur", "10.00", "GBP")
+
+
+def test_three_workers_crawl_each_page_once(env, site, redis_client, mongo_db, tmp_path):
+    pages = shop_pages(PRODUCTS, PER_PAGE)
+    shop = site(pages, delay=0.2)
+    assert len(pages) >= 40
+    redis_client.lpush("scrapeme:start_urls", f"{shop.url}/shop/")
+
+    # one request at a time per worker: the crawl is only fast if it is shared
+    workers = run_workers("scrapeme", env, tmp_path, 3, CONCURRENT_REQUESTS=1)
+
+    fetched = Counter(shop.fetched("/shop"))
+    assert set(fetched) == set(pages), f"missing: {set(pages) - set(fetched)}"
+    assert max(fetched.values()) == 1, f"fetched twice: {[p for p, n in fetched.items() if n > 1]}"
+    records = worker_records(redis_client, "scrapeme")
+    assert len(records) == 3 and all(r["state"] == "finished" for r in records)
+    assert sum(r["pages"] for r in records) == len(pages)
+    assert sum(1 for r in records if r["pages"] > 0) >= 2, f"work was not shared: {records}"
+    assert_products_once(mongo_db, PRODUCTS)
+    for worker in workers:
+        assert "Traceback" not in worker.log()
+        assert "Deprecat" not in worker.log(), worker.log()
+
+
+def test_alias_of_page_one_and_overlapping_seeds_store_no_duplicates(env, site, redis_client, mongo_db, tmp_path):
+    pages = shop_pages(120, PER_PAGE, alias_page_one=True)
+    shop = site(pages, delay=0.05)
+    for path in ("/shop/", "/shop/page/3/", "/shop/page/1/"):
+        redis_client.lpush("scrapeme:start_urls", f"{shop.url}{path}")
+
+    run_workers("scrapeme", env, tmp_path, 2, CONCURRENT_REQUESTS=4)
+
+    fetched = Counter(shop.fetched("/shop"))
+    # page 1 really was fetched under two URLs: its products reached the pipelines twice
+    assert fetched["/shop/"] == 1 and fetched["/shop/page/1/"] == 1
+    assert_products_once(mongo_db, 120)
+
+
+def test_bad_seeds_are_set_aside_and_the_crawl_completes(env, site, redis_client, mongo_db, tmp_path):
+    shop = site(shop_pages(40, PER_PAGE))
+    bad = {
+        "ftp://example.org/file": "scheme 'ftp'",
+        "not a url": "whitespace",
+        "example.org/shop/": "scheme '(none)'",
+        "http:///nohost": "no host",
+        '{"url": 5}': "'url' must be a JSON str",
+        '{"url": "http://x.org/", "priority": "high"}': "'priority' must be a JSON int",
+        '{"meta": {}}': "has no 'url'",
+        "{not json": "bad JSON",
+        '{"url": "http://x.org/", "pickle": 1}': "unknown keys",
+        "http://x.org/" + "a" * 9000: "over the 8192-byte limit",
+    }
+    redis_client.lpush("scrapeme:start_urls", *bad)
+    redis_client.lpush("scrapeme:start_urls", f'{{"url": "{shop.url}/shop/", "meta": {{"job": "t1"}}, "priority": 5}}')
+
+    (worker,) = run_workers("scrapeme", env, tmp_path, 1)
+
+    records = [__import__("json").loads(r) for r in redis_client.lrange("scrapeme:bad_seeds", 0, -1)]
+    assert len(records) == len(bad)
+    by_seed = {r["seed"]: r["reason"] for r in records}
+    for seed, reason in bad.items():
+        assert reason in by_seed[seed], (seed, by_seed[seed])
+    assert worker.log().count("Bad seed") == len(bad)
+    assert mongo_db.products.count_documents({}) == 40
+    assert redis_client.llen("scrapeme:start_urls") == 0
+
+
+def test_worker_that_finishes_early_leaves_the_frontier_intact(env, site, redis_client, mongo_db, tmp_path):
+    pages = shop_pages(40 * 4, 4, chain=True)  # 40 pages, each linking to the next only
+    shop = site(pages, delay=0.4)
+    redis_client.lpush("scrapeme:start_urls", f"{shop.url}/shop/")
+    steady = start_worker("scrapeme", env, tmp_path, "steady", MAX_IDLE_TIME_BEFORE_CLOSE=6)
+    deadline = time.monotonic() + 30
+    while len(shop.fetched("/shop")) < 3:
+        assert time.monotonic() < deadline, steady.log()[-3000:]
+        time.sleep(0.1)
+    # a worker that is told not to persist and idles out quickly
+    early = start_worker("scrapeme", env, tmp_path, "early", MAX_IDLE_TIME_BEFORE_CLOSE=1, SCHEDULER_PERSIST=False)
+    assert early.wait(60) == 0, early.log()[-3000:]
+    fetched_when_early_left = len(shop.fetched("/shop"))
+    assert fetched_when_early_left < len(pages), "the early worker did not finish early"
+    assert "Closing spider (finished)" in early.log()
+    assert redis_client.scard("scrapeme:dupefilter") >= fetched_when_early_left
+
+    wait_all([steady], 90)
+
+    fetched = Counter(shop.fetched("/shop"))
+    assert set(fetched) == set(pages) and max(fetched.values()) == 1
+    assert redis_client.scard("scrapeme:dupefilter") == len(pages)
+    assert_products_once(mongo_db, 160)
