@@ -56,7 +56,7 @@ class CrawlhubSpider(Spider):
     def setup_seeds(self, crawler) -> None:
         settings = crawler.settings
         self._server = None
-        self.seeds_key = settings.get("REDIS_START_URLS_KEY") % {"name": self.name}
+        self.seeds_key = settings.get("REDIS_START_URLS_KEY", "%(name)s:start_urls") % {"name": self.name}
         self.bad_seeds_key = f"{self.name}:bad_seeds"
         self.seed_batch = settings.getint("SEED_BATCH_SIZE") or settings.getint("CONCURRENT_REQUESTS")
         self.seed_max_bytes = settings.getint("SEED_MAX_BYTES")

@@ -41,6 +41,11 @@ _DEFAULTS: dict[str, Any] = {
     "callback": None,
     "errback": None,
 }
+# JSON types of the fields a payload may carry
+_TYPES = {
+    "method": str, "meta": dict, "cb_kwargs": dict, "headers": dict, "cookies": (dict, list),
+    "flags": list, "priority": int, "dont_filter": bool, "encoding": str, "body": str,
+}
 MAX_PAYLOAD = 1 << 20  # 1 MiB: a request larger than this is not a request
 
 
@@ -108,11 +113,9 @@ class RequestSerializer:
             raise DecodeError(f"request class {str(cls_path)[:200]!r} is not in FRONTIER_REQUEST_CLASSES")
         for name in ("callback", "errback"):
             self._check_method(d.get(name), name)
-        for name, kind in (("meta", dict), ("cb_kwargs", dict), ("headers", dict), ("flags", list)):
-            if name in d and not isinstance(d[name], kind):
-                raise DecodeError(f"{name} must be a JSON {kind.__name__}")
-        if "headers" in d:
-            d["headers"] = {k: v for k, v in d["headers"].items()}
+        for name, kind in _TYPES.items():
+            if name in d and (not isinstance(d[name], kind) or (kind is int and isinstance(d[name], bool))):
+                raise DecodeError(f"{name} must be a JSON {getattr(kind, '__name__', 'dict or list')}")
         if "body" in d:
             try:
                 d["body"] = base64.b64decode(d["body"], validate=True)
@@ -124,7 +127,7 @@ class RequestSerializer:
             load_object(cls_path)
         try:
             return request_from_dict(d, spider=self.spider)
-        except (TypeError, ValueError, AttributeError) as exc:
+        except (TypeError, ValueError, AttributeError, LookupError) as exc:
             raise DecodeError(f"cannot rebuild request: {exc}") from None
 
     def _check_method(self, name, what: str) -> None:

@@ -1,0 +1,3 @@
+from crawlhub.cli import main
+
+main()

@@ -1,0 +1,35 @@
+"""Unit-test helpers: spiders and responses without any server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from scrapy.http import HtmlResponse, Request
+from scrapy.utils.test import get_crawler
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def project_settings(**overrides) -> dict:
+    """crawlhub's settings module as a dict, with overrides."""
+    from crawlhub import settings as module
+
+    values = {name: getattr(module, name) for name in dir(module) if name.isupper()}
+    values.update(overrides)
+    return values
+
+
+def make_spider(spidercls, **settings):
+    crawler = get_crawler(spidercls, settings_dict=project_settings(**settings))
+    return spidercls.from_crawler(crawler)
+
+
+def fixture_response(name: str, url: str, meta: dict | None = None) -> HtmlResponse:
+    request = Request(url, meta=meta or {})
+    return HtmlResponse(url=url, body=(FIXTURES / name).read_bytes(), encoding="utf-8", request=request)
+
+
+def run_pipelines(crawler, item, *pipeline_classes):
+    for cls in pipeline_classes:
+        item = cls.from_crawler(crawler).process_item(item)
+    return item

@@ -1,0 +1,1 @@
+"""Local sites the tests serve (the shop lives in crawlhub.sites; the demo uses it too)."""

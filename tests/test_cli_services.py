@@ -1,0 +1,87 @@
+"""Integration: the `crawlhub` command, embedded servers, and `scrapy genspider -t crawlhub`."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+from crawlhub.services import EmbeddedMongo, EmbeddedRedis
+from crawlhub.sites import shop_pages
+from tests.harness import ROOT, SCRAPY, run_workers
+
+CRAWLHUB = [sys.executable, "-m", "crawlhub.cli"]
+
+
+def run(cmd, env, cwd=ROOT, input=None):
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=120, input=input)
+
+
+def test_seed_status_bad_seeds_and_reset(env, redis_client):
+    out = run([*CRAWLHUB, "seed", "scrapeme", "https://s.example/shop/", "ftp://nope", '{"url": "https://s.example/x", "priority": 2}'], env)
+    assert out.returncode == 1, "a refused seed makes the command fail"
+    assert "refused 'ftp://nope': scheme 'ftp'" in out.stderr
+    assert "pushed 2 seed(s) to scrapeme:start_urls" in out.stdout
+    assert redis_client.llen("scrapeme:start_urls") == 2
+
+    redis_client.sadd("scrapeme:dupefilter", "ab", "cd")
+    redis_client.lpush("scrapeme:bad_seeds", json.dumps({"seed": "ftp://x", "reason": "scheme 'ftp' is not http or https"}))
+    status = json.loads(run([*CRAWLHUB, "status", "scrapeme", "--json"], env).stdout)
+    assert (status["seeds"], status["queued"], status["seen"], status["bad_seeds"]) == (2, 0, 2, 1)
+    text = run([*CRAWLHUB, "status", "scrapeme"], env).stdout
+    assert "2 seeds waiting, 0 requests queued, 2 URLs seen" in text
+
+    listed = run([*CRAWLHUB, "bad-seeds", "scrapeme"], env).stdout
+    assert "scheme 'ftp' is not http or https: 'ftp://x'" in listed
+
+    refused = run([*CRAWLHUB, "reset", "scrapeme"], env, input="n\n")
+    assert refused.returncode != 0 and redis_client.exists("scrapeme:dupefilter")
+    assert run([*CRAWLHUB, "reset", "scrapeme", "--yes"], env).returncode == 0
+    assert not redis_client.keys("scrapeme:*")
+
+
+def test_embedded_servers_are_started_once_and_shared(site, tmp_path):
+    """REDIS_URL and MONGO_URI unset: two workers start/reuse one local Redis and MongoDB-wire server."""
+    home = tmp_path / "home"
+    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "MONGO_URI")}
+    env.update(CRAWLHUB_HOME=str(home), MAX_IDLE_TIME_BEFORE_CLOSE="2", MONGO_FLUSH_INTERVAL="0.5")
+    shop = site(shop_pages(64, 8), delay=0.05)
+    try:
+        up = run([*CRAWLHUB, "services", "up"], env)
+        assert up.returncode == 0, up.stderr
+        assert "redis  up   redis://127.0.0.1:" in up.stdout
+        assert run([*CRAWLHUB, "seed", "scrapeme", f"{shop.url}/shop/"], env).returncode == 0
+        redis_pid = EmbeddedRedis(home).pid
+        run_workers("scrapeme", env, tmp_path, 2, CONCURRENT_REQUESTS=2)
+        assert EmbeddedRedis(home).pid == redis_pid, "workers reused the running server"
+        assert (home / "redis" / "appendonlydir").is_dir(), "AOF is on"
+        assert (home / "mongo" / "data").is_dir()
+
+        import pymongo
+
+        client = pymongo.MongoClient(EmbeddedMongo(home).url())
+        assert client.crawlhub.products.count_documents({}) == 64
+        client.close()
+        status = run([*CRAWLHUB, "services", "status"], env).stdout
+        assert "redis  running" in status and "mongo  running" in status and "(unset: embedded)" in status
+    finally:
+        down = run([*CRAWLHUB, "services", "down"], env)
+    assert "redis  stopped" in down.stdout and "mongo  stopped" in down.stdout
+    assert not EmbeddedRedis(home).running() and not EmbeddedMongo(home).running()
+
+
+def test_genspider_template_makes_a_working_spider(tmp_path, env):
+    project = tmp_path / "project"
+    project.mkdir()
+    shutil.copy(ROOT / "scrapy.cfg", project)
+    shutil.copytree(ROOT / "spiders", project / "spiders", ignore=shutil.ignore_patterns("__pycache__"))
+    env = dict(env, PYTHONPATH=str(ROOT))
+    made = run([*SCRAPY, "genspider", "-t", "crawlhub", "books", "books.example"], env, cwd=project)
+    assert made.returncode == 0, made.stderr
+    source = (project / "spiders" / "books.py").read_text()
+    assert "class BooksSpider(CrawlhubSpider)" in source and 'name = "books"' in source
+    assert len([line for line in source.splitlines() if line.strip()]) <= 20
+    listed = run([*SCRAPY, "list"], env, cwd=project)
+    assert listed.stdout.split() == ["books", "generic", "quotes", "scrapeme"], listed.stderr

@@ -1,0 +1,117 @@
+"""Clean, validate and dedupe: pure logic, no servers."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+from scrapy.exceptions import DropItem
+
+from crawlhub.items import Page, Product, Quote
+from crawlhub.pipelines.clean import CleanPipeline, clean_text, parse_price, quote_key
+from crawlhub.pipelines.dedupe import DedupePipeline
+from crawlhub.pipelines.validate import InvalidItem, ValidatePipeline, problems
+from spiders.scrapeme import ScrapemeSpider
+from tests.helpers import make_spider
+
+
+@pytest.mark.parametrize(
+    ("text", "fallback", "expected"),
+    [
+        ("£63.00", None, ("63.00", "GBP")),
+        ("£1,234.5", None, ("1234.50", "GBP")),
+        ("12,50 €", None, ("12.50", "EUR")),
+        ("$ 9", None, ("9.00", "USD")),
+        ("$ 9", "CAD", ("9.00", "CAD")),
+        ("USD 10.5", None, ("10.50", "USD")),
+        ("63", "gbp", ("63.00", "GBP")),
+        ("63", None, ("63.00", None)),
+        ("¥500", None, ("500.00", "JPY")),
+        ("1.23456", None, ("1.23456", None)),
+        ("call us", None, ("call us", None)),
+        (None, None, (None, None)),
+    ],
+)
+def test_parse_price(text, fallback, expected):
+    assert parse_price(text, fallback) == expected
+
+
+def test_clean_text():
+    assert clean_text("  Bulba\n\t saur  ") == "Bulba saur"
+    assert clean_text("   ") is None
+    assert clean_text([" a ", "", "b"]) == ["a", "b"]
+    assert clean_text(5) == 5
+
+
+@pytest.fixture
+def crawler():
+    spider = make_spider(ScrapemeSpider)
+    spider.crawler.spider = spider
+    return spider.crawler
+
+
+def test_clean_product(crawler):
+    item = Product(
+        id=" 759 ", name=" Bulbasaur\n", price="£63.00", url="/shop/Bulbasaur/",
+        image_url="../img/1.png", source_url="https://scrapeme.live/shop/page/2/",
+    )
+    CleanPipeline.from_crawler(crawler).process_item(item)
+    assert (item.id, item.name, item.price, item.currency) == ("759", "Bulbasaur", "63.00", "GBP")
+    assert item.url == "https://scrapeme.live/shop/Bulbasaur/"
+    assert item.image_url == "https://scrapeme.live/shop/page/img/1.png"
+    assert item.site == "scrapeme.live"
+    assert isinstance(item.scraped_at, datetime) and item.scraped_at.tzinfo is not None
+
+
+def test_clean_quote_key(crawler):
+    item = Quote(text=" “A day” ", author="Steve  Martin", source_url="https://q.example/")
+    CleanPipeline.from_crawler(crawler).process_item(item)
+    assert item.quote_id == quote_key("“A day”", "Steve Martin")
+    assert quote_key("a", "bc") != quote_key("ab", "c")
+
+
+def valid_product(**kw):
+    base = dict(site="s.example", id="1", name="N", price="1.00", currency="GBP",
+                url="https://s.example/p/1", source_url="https://s.example/shop/")
+    base.update(kw)
+    return Product(**base)
+
+
+def test_validate_accepts_a_complete_product(crawler):
+    item = valid_product()
+    assert ValidatePipeline.from_crawler(crawler).process_item(item) is item
+
+
+@pytest.mark.parametrize(
+    ("item", "reason"),
+    [
+        (valid_product(price=None), "missing price"),
+        (valid_product(name=""), "missing name"),
+        (valid_product(price="call us"), "is not a decimal number"),
+        (valid_product(currency="£"), "is not an ISO 4217 code"),
+        (valid_product(url="/relative"), "url '/relative' is not an absolute http(s) URL"),
+        (valid_product(image_url="javascript:alert(1)"), "image_url"),
+        (Quote(text="t", source_url="https://q.example/", quote_id="x"), "missing author"),
+        (Page(url="https://p.example/"), "missing status"),
+    ],
+)
+def test_validate_rejects_with_reason(crawler, item, reason):
+    with pytest.raises(InvalidItem) as info:
+        ValidatePipeline.from_crawler(crawler).process_item(item)
+    assert any(reason in r for r in info.value.reasons), info.value.reasons
+    assert isinstance(info.value, DropItem)
+    assert crawler.stats.get_value("items/invalid") == 1
+
+
+def test_problems_lists_every_problem():
+    assert len(problems(Product())) == 7
+
+
+def test_dedupe_drops_the_second_copy(crawler):
+    dedupe = DedupePipeline.from_crawler(crawler)
+    dedupe.process_item(valid_product())
+    dedupe.process_item(valid_product(id="2"))
+    dedupe.process_item(valid_product(site="other.example"))
+    with pytest.raises(DropItem):
+        dedupe.process_item(valid_product(name="renamed"))
+    assert crawler.stats.get_value("items/duplicates_dropped") == 1

@@ -1,0 +1,64 @@
+"""Seed parsing and settings from the environment."""
+
+from __future__ import annotations
+
+import pytest
+
+from crawlhub.config import SettingError, apply_env_overrides, coerce, redact_url
+from crawlhub.seeds import BadSeed, parse_seed
+
+
+def test_plain_url_seed():
+    seed = parse_seed(b"  https://scrapeme.live/shop/ \n")
+    assert seed.url == "https://scrapeme.live/shop/" and seed.dont_filter and seed.priority == 0
+
+
+def test_json_seed():
+    seed = parse_seed('{"url": "https://q.example/", "meta": {"job": 1}, "priority": 5, "method": "post"}')
+    assert (seed.url, seed.meta, seed.priority, seed.method) == ("https://q.example/", {"job": 1}, 5, "POST")
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        ("ftp://x.org/", "scheme 'ftp'"),
+        ("x.org/shop", "scheme '(none)'"),
+        ("https://", "no host"),
+        ("http://x.org:99999/", "unparseable URL"),
+        ("", "empty URL"),
+        (b"\xff\xfe", "not UTF-8"),
+        ('{"url": "http://x.org/", "priority": true}', "'priority' must be a JSON int"),
+        ('["http://x.org/"]', "must be an object"),
+        ('{"url": "http://x.org/", "formdata": {}}', "unknown keys ['formdata']"),
+    ],
+)
+def test_bad_seeds(raw, reason):
+    with pytest.raises(BadSeed, match=None) as info:
+        parse_seed(raw)
+    assert reason in str(info.value)
+
+
+def test_seed_size_limit():
+    parse_seed("http://x.org/" + "a" * 100, max_bytes=200)
+    with pytest.raises(BadSeed, match="over the 200-byte limit"):
+        parse_seed("http://x.org/" + "a" * 200, max_bytes=200)
+
+
+def test_env_overrides_coerce_to_the_default_type():
+    ns = {"A_BOOL": False, "AN_INT": 1, "A_FLOAT": 0.5, "A_LIST": ["x"], "A_DICT": {}, "A_STR": "", "lower": 1}
+    env = {"A_BOOL": "yes", "AN_INT": "7", "A_FLOAT": "2.5", "A_LIST": "a, b", "A_DICT": '{"k": 1}', "A_STR": "s", "lower": "9"}
+    assert sorted(apply_env_overrides(ns, env)) == ["AN_INT", "A_BOOL", "A_DICT", "A_FLOAT", "A_LIST", "A_STR"]
+    assert ns == {"A_BOOL": True, "AN_INT": 7, "A_FLOAT": 2.5, "A_LIST": ["a", "b"], "A_DICT": {"k": 1}, "A_STR": "s", "lower": 1}
+
+
+@pytest.mark.parametrize(("raw", "default"), [("maybe", False), ("x", 3), ('"s"', {})])
+def test_env_override_errors_name_the_variable(raw, default):
+    with pytest.raises(SettingError, match="environment variable X="):
+        coerce("X", raw, default)
+
+
+def test_redact_url():
+    assert redact_url("redis://:s3cret@h:6379/0") == "redis://:***@h:6379/0"
+    assert redact_url("mongodb://u:p%40ss@h:27017/db") == "mongodb://u:***@h:27017/db"
+    assert redact_url("redis://h:6379/0") == "redis://h:6379/0"
+    assert "s3cret" not in redact_url("redis://s3cret@h/0")

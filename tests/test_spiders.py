@@ -1,0 +1,98 @@
+"""Selectors of the bundled spiders on fixture pages with the sites' real markup."""
+
+from __future__ import annotations
+
+from scrapy import Request
+
+from crawlhub.items import Page, Product, Quote
+from crawlhub.pipelines.clean import CleanPipeline
+from crawlhub.spider import SEED_HOST
+from spiders.generic import GenericSpider
+from spiders.quotes import QuotesSpider
+from spiders.scrapeme import ScrapemeSpider
+from tests.helpers import fixture_response, make_spider
+
+
+def split(results):
+    items = [r for r in results if not isinstance(r, Request)]
+    requests = [r for r in results if isinstance(r, Request)]
+    return items, requests
+
+
+def test_scrapeme_listing_page():
+    spider = make_spider(ScrapemeSpider)
+    response = fixture_response("scrapeme_shop_page2.html", "https://scrapeme.live/shop/page/2/")
+    items, requests = split(list(spider.parse(response)))
+
+    assert [type(i) for i in items] == [Product] * 4
+    first = items[0]
+    assert (first.id, first.name, first.price) == ("775", "Butterfree", "£162.00")
+    assert first.url == "https://scrapeme.live/shop/Butterfree/"
+    assert first.image_url == "https://scrapeme.live/wp-content/uploads/2018/08/012-350x350.png"
+    assert first.source_url == "https://scrapeme.live/shop/page/2/"
+    assert items[1].price == "£1,025.00"
+    assert items[2].price == "£99.50", "a sale price is the <ins> one"
+    assert items[3].price is None, "out of stock: no price shown"
+
+    urls = {r.url for r in requests}
+    assert urls == {f"https://scrapeme.live/shop/page/{n}/" for n in (1, 3, 4, 47, 48)}
+    assert all(r.meta[SEED_HOST] == "scrapeme.live" for r in requests)
+
+
+def test_scrapeme_items_after_cleaning():
+    spider = make_spider(ScrapemeSpider)
+    response = fixture_response("scrapeme_shop_page2.html", "https://scrapeme.live/shop/page/2/")
+    clean = CleanPipeline.from_crawler(spider.crawler)
+    spider.crawler.spider = spider
+    items = [clean.process_item(i) for i in split(list(spider.parse(response)))[0]]
+    assert [(i.name, i.price, i.currency, i.site) for i in items[:3]] == [
+        ("Butterfree", "162.00", "GBP", "scrapeme.live"),
+        ("Weedle", "1025.00", "GBP", "scrapeme.live"),
+        ("Kakuna", "99.50", "GBP", "scrapeme.live"),
+    ]
+
+
+def test_scrapeme_follows_only_the_seed_host():
+    spider = make_spider(ScrapemeSpider)
+    # a local copy of the shop: absolute links to scrapeme.live are not followed
+    response = fixture_response(
+        "scrapeme_shop_page2.html", "http://127.0.0.1:8000/shop/page/2/", meta={SEED_HOST: "127.0.0.1"}
+    )
+    _, requests = split(list(spider.parse(response)))
+    assert requests == []
+    assert spider.crawler.stats.get_value("follow/offsite_skipped") == 9  # all pagination links
+
+
+def test_quotes_page():
+    spider = make_spider(QuotesSpider)
+    response = fixture_response("quotes_page1.html", "https://quotes.toscrape.com/")
+    items, requests = split(list(spider.parse(response)))
+    assert [type(i) for i in items] == [Quote] * 3
+    einstein = items[0]
+    assert einstein.text.startswith("“The world as we have created it")
+    assert einstein.author == "Albert Einstein"
+    assert einstein.author_url == "https://quotes.toscrape.com/author/Albert-Einstein"
+    assert einstein.tags == ["change", "deep-thoughts", "thinking", "world"]
+    assert items[2].tags == []
+    assert [r.url for r in requests] == ["https://quotes.toscrape.com/page/2/"]
+
+
+def test_generic_page_and_links():
+    spider = make_spider(GenericSpider)
+    response = fixture_response("generic_page.html", "https://example.org/dir/index.html")
+    items, requests = split(list(spider.parse(response)))
+    (page,) = items
+    assert isinstance(page, Page)
+    assert page.title.strip() == "Example  Domain"
+    assert page.description == "An example page for the generic spider."
+    assert page.h1 == "Hello world"
+    assert page.status == 200
+    assert sorted(r.url for r in requests) == ["https://example.org/about", "https://example.org/dir/sub/page.html"]
+
+
+def test_generic_depth_limit_defaults_to_3_and_can_be_overridden():
+    assert make_spider(GenericSpider).crawler.settings.getint("DEPTH_LIMIT") == 3
+    crawler_settings = {"GENERIC_DEPTH_LIMIT": 5}
+    assert make_spider(GenericSpider, **crawler_settings).crawler.settings.getint("DEPTH_LIMIT") == 5
+    # other spiders are not depth-limited
+    assert make_spider(ScrapemeSpider).crawler.settings.getint("DEPTH_LIMIT") == 0

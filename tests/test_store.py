@@ -1,0 +1,100 @@
+"""Integration: what ends up in MongoDB, through real `scrapy crawl` processes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from crawlhub.sites import product_price, shop_pages
+from tests.harness import ROOT, run_workers
+from tests.sites.quotes import quote_pages
+
+
+def cli(env, *args) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "crawlhub.cli", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_recrawl_refreshes_last_seen_and_rewrites_only_what_changed(env, site, redis_client, mongo_db, tmp_path):
+    pages = shop_pages(48, 8)
+    shop = site(pages)
+    # one product shows no price: it must be quarantined with the reason, not dropped
+    page3 = pages["/shop/page/3/"]
+    start = page3.index('<span class="price">', page3.index("post-717 product"))
+    pages["/shop/page/3/"] = page3[:start] + page3[page3.index("</span></span>", start) + 14 :]
+    redis_client.lpush("scrapeme:start_urls", f"{shop.url}/shop/")
+    run_workers("scrapeme", env, tmp_path, 1)
+
+    first = {d["id"]: d for d in mongo_db.products.find()}
+    assert len(first) == 47
+    (bad,) = list(mongo_db.quarantine.find())
+    assert bad["reasons"] == ["missing price", "missing currency"]
+    assert bad["item"]["id"] == "717" and bad["source_url"] == f"{shop.url}/shop/page/3/"
+    index = mongo_db.products.index_information()["item_key"]
+    assert index["unique"] and [k for k, _ in index["key"]] == ["site", "id"]
+
+    # the shop changes one price; the crawl is reset and run again
+    pages["/shop/page/2/"] = pages["/shop/page/2/"].replace(f"</span>{product_price(10)}</span>", "</span>21.00</span>")
+    assert cli(env, "reset", "scrapeme", "--yes").returncode == 0
+    redis_client.lpush("scrapeme:start_urls", f"{shop.url}/shop/")
+    (worker,) = run_workers("scrapeme", env, tmp_path, 1)
+
+    second = {d["id"]: d for d in mongo_db.products.find()}
+    assert set(second) == set(first)
+    changed = [i for i in second if second[i]["content_hash"] != first[i]["content_hash"]]
+    assert changed == ["710"] and second["710"]["price"] == "21.00"
+    for i, doc in second.items():
+        assert doc["first_seen"] == first[i]["first_seen"]
+        assert doc["last_seen"] > first[i]["last_seen"]
+        assert doc["_id"] == first[i]["_id"]
+    assert "'mongo/unchanged': 46" in worker.log() and "'mongo/updated': 1" in worker.log()
+
+
+def test_undecodable_queue_payloads_are_set_aside_not_run(env, site, redis_client, mongo_db, tmp_path):
+    shop = site(shop_pages(16, 8))
+    marker = tmp_path / "pwned"
+    import pickle
+
+    class Exploit:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    redis_client.zadd("scrapeme:requests", {pickle.dumps(Exploit()): 0, b"{garbage": 0, b'{"url": "http://x/", "_class": "os.system"}': 0})
+    redis_client.lpush("scrapeme:start_urls", f"{shop.url}/shop/")
+    (worker,) = run_workers("scrapeme", env, tmp_path, 1)
+
+    assert not marker.exists()
+    reasons = sorted(json.loads(r)["reason"] for r in redis_client.lrange("scrapeme:bad_requests", 0, -1))
+    assert len(reasons) == 3
+    assert any("pickle payload refused" in r for r in reasons)
+    assert any("not in FRONTIER_REQUEST_CLASSES" in r for r in reasons)
+    assert worker.log().count("Refused a request payload") == 3
+    assert mongo_db.products.count_documents({}) == 16
+
+
+def test_quotes_spider_on_a_local_copy(env, site, redis_client, mongo_db, tmp_path):
+    quotes = site(quote_pages(3, 4))
+    redis_client.lpush("quotes:start_urls", f"{quotes.url}/")
+    run_workers("quotes", env, tmp_path, 1)
+    docs = list(mongo_db.quotes.find())
+    assert len(docs) == 12 and len({d["quote_id"] for d in docs}) == 12
+    q = next(d for d in docs if "number 5," in d["text"])
+    assert q["author"] == "Author 0" and q["author_url"] == f"{quotes.url}/author/Author-0"
+    assert q["tags"] == ["t0", "t1"] and q["text"] == "“Quote number 5, said <5>.”"
+
+
+def test_generic_spider_stops_at_depth_3(env, site, redis_client, mongo_db, tmp_path):
+    # a chain of pages /d0 -> /d1 -> ... -> /d6, plus a link off the host
+    pages = {
+        f"/d{n}": f"<html><head><title>Depth {n}</title></head><body><h1>D{n}</h1>"
+        f'<a href="/d{n + 1}">next</a> <a href="http://localhost:1/elsewhere">off</a></body></html>'
+        for n in range(7)
+    }
+    chain = site(pages)
+    redis_client.lpush("generic:start_urls", f"{chain.url}/d0")
+    run_workers("generic", env, tmp_path, 1)
+    assert sorted(chain.fetched("/d")) == ["/d0", "/d1", "/d2", "/d3"]
+    titles = sorted(d["title"] for d in mongo_db.pages.find())
+    assert titles == ["Depth 0", "Depth 1", "Depth 2", "Depth 3"]
