@@ -1,0 +1,1 @@
+"""Downloader middlewares (politeness, robots, headers, proxies, browser) live here."""

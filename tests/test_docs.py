@@ -1,0 +1,33 @@
+"""The README's settings table and docs/redis-keys.md list what the code has."""
+
+from __future__ import annotations
+
+import re
+
+from crawlhub import settings as project_settings
+from crawlhub.cli import spider_keys
+from tests.harness import ROOT
+from tests.helpers import project_settings as settings_dict
+
+# Scrapy wiring, not user configuration
+WIRING = {
+    "BOT_NAME", "SPIDER_MODULES", "NEWSPIDER_MODULE", "TEMPLATES_DIR", "SCHEDULER", "DUPEFILTER_CLASS",
+    "SCHEDULER_QUEUE_CLASS", "EXTENSIONS", "ITEM_PIPELINES", "TWISTED_REACTOR", "FEED_EXPORT_ENCODING",
+    "CRAWLHUB_ENV_OVERRIDES",
+}
+
+
+def test_every_setting_is_in_the_readme_table():
+    readme = (ROOT / "README.md").read_text()
+    table = set(re.findall(r"^\| `([A-Z_]+)` \|", readme, flags=re.M))
+    names = {n for n in dir(project_settings) if n.isupper()} - WIRING
+    assert names - table == set(), "settings missing from the README table"
+    assert table - names == set(), "README lists settings that do not exist"
+
+
+def test_every_redis_key_is_documented():
+    doc = (ROOT / "docs" / "redis-keys.md").read_text()
+    from scrapy.settings import Settings
+
+    for key in spider_keys(Settings(settings_dict()), "<spider>").values():
+        assert f"`{key}`" in doc, key
