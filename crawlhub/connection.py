@@ -6,9 +6,19 @@ REDIS_URL / MONGO_URI unset means the embedded local servers
 
 from __future__ import annotations
 
+import logging
+import time
+
 import redis
 
 from crawlhub import services
+from crawlhub.config import redact_url
+
+logger = logging.getLogger(__name__)
+
+
+class Unreachable(ConnectionError):
+    """A shared server could not be reached; the message names it (password redacted)."""
 
 REDIS_PARAMS = {
     "socket_timeout": 30,
@@ -23,6 +33,27 @@ def get_redis(settings) -> redis.Redis:
     params = dict(REDIS_PARAMS)
     params.update(settings.getdict("REDIS_PARAMS"))
     return redis.Redis.from_url(services.redis_url(settings), **params)
+
+
+def connect_redis(settings) -> redis.Redis:
+    """get_redis(), waiting up to REDIS_STARTUP_WAIT seconds for the server to answer.
+
+    Raises :class:`Unreachable` with a one-line reason when it does not.
+    """
+    url = services.redis_url(settings)
+    server = get_redis(settings)
+    deadline = time.monotonic() + settings.getfloat("REDIS_STARTUP_WAIT", 30)
+    delay = 0.5
+    while True:
+        try:
+            server.ping()
+            return server
+        except redis.RedisError as exc:
+            if time.monotonic() + delay > deadline:
+                raise Unreachable(f"cannot reach Redis at {redact_url(url)}: {exc}") from None
+            logger.warning("Redis at %s is not answering (%s); retrying in %.1fs", redact_url(url), exc, delay)
+            time.sleep(delay)
+            delay = min(delay * 2, 5)
 
 
 def get_mongo(settings):

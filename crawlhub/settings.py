@@ -20,6 +20,8 @@ TEMPLATES_DIR = str(Path(__file__).parent / "templates")
 # Unset (empty) = the embedded local servers under CRAWLHUB_HOME, started on
 # first use and shared by every worker on this machine.
 REDIS_URL = ""
+# Seconds a starting worker waits for Redis to answer before it gives up.
+REDIS_STARTUP_WAIT = 30.0
 # Extra redis-py client options (JSON object in the environment).
 REDIS_PARAMS = {}
 MONGO_URI = ""
@@ -69,7 +71,8 @@ EXTENSIONS = {
 }
 
 # --- Crawling -------------------------------------------------------------
-USER_AGENT = "crawlhub/0.1 (+https://github.com/crawlhub/crawlhub)"
+# Name yourself to the sites you crawl: "mycrawler/1.0 (+https://example.org/bot)"
+USER_AGENT = "crawlhub/0.1"
 ROBOTSTXT_OBEY = True
 CONCURRENT_REQUESTS = 16
 CONCURRENT_REQUESTS_PER_DOMAIN = 8

@@ -24,9 +24,14 @@ def _settings():
 
 
 def _redis():
-    from crawlhub.connection import get_redis
+    from crawlhub.connection import Unreachable, connect_redis
 
-    return get_redis(_settings())
+    settings = _settings()
+    settings.set("REDIS_STARTUP_WAIT", min(settings.getfloat("REDIS_STARTUP_WAIT"), 3))
+    try:
+        return connect_redis(settings)
+    except (Unreachable, services.ServiceError) as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 def spider_keys(settings, spider: str) -> dict[str, str]:

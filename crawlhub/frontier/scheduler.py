@@ -23,7 +23,7 @@ from scrapy.utils.misc import load_object
 from twisted.internet import task
 from scrapy_redis.scheduler import Scheduler
 
-from crawlhub.connection import get_redis
+from crawlhub.connection import connect_redis
 from crawlhub.frontier.dupefilter import RedisDupeFilter
 from crawlhub.frontier.serializer import EncodeError
 
@@ -57,9 +57,7 @@ class RedisScheduler(Scheduler):
 
     @classmethod
     def from_crawler(cls, crawler):
-        server = get_redis(crawler.settings)
-        server.ping()
-        return cls(crawler, server)
+        return cls(crawler, connect_redis(crawler.settings))
 
     def open(self, spider):
         self.spider = spider

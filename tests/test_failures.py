@@ -1,0 +1,72 @@
+"""Integration: servers that are down, and secrets that must not leak."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+
+import redis
+
+from crawlhub.services import free_port
+from crawlhub.sites import shop_pages
+from tests.harness import run_workers, start_worker
+
+
+def test_redis_down_is_a_clear_error_and_a_failed_exit(env, tmp_path):
+    port = free_port()  # nothing listens here
+    env = dict(env, REDIS_URL=f"redis://:hunter2@127.0.0.1:{port}/0", REDIS_STARTUP_WAIT="2")
+    worker = start_worker("scrapeme", env, tmp_path, "no-redis")
+    assert worker.wait(60) != 0
+    log = worker.log()
+    assert f"cannot reach Redis at redis://:***@127.0.0.1:{port}/0" in log
+    assert "is not answering" in log and "retrying in" in log
+    assert "hunter2" not in log
+
+
+def test_mongodb_down_loses_nothing_and_says_where_items_went(env, site, redis_client, tmp_path):
+    shop = site(shop_pages(16, 8))
+    env = dict(env, MONGO_URI=f"mongodb://127.0.0.1:{free_port()}/", MONGO_SERVER_SELECTION_TIMEOUT_MS="300",
+               MONGO_CLOSE_RETRIES="2", MONGO_BATCH_SIZE="5")
+    redis_client.lpush("scrapeme:start_urls", f"{shop.url}/shop/")
+    (worker,) = run_workers("scrapeme", env, tmp_path, 1, timeout=120)
+    log = worker.log()
+    assert "MongoDB write of" in log and "keeping them for the next flush" in log
+    assert "MongoDB unreachable at close: 16 items and 0 quarantined items written to" in log
+    (saved,) = list((tmp_path / "home" / "unsaved").glob("scrapeme-*.jsonl"))
+    rows = [json.loads(line) for line in saved.read_text().splitlines()]
+    assert sorted(r["doc"]["id"] for r in rows) == [str(700 + i) for i in range(16)]
+    assert {r["collection"] for r in rows} == {"products"}
+
+
+def test_redis_password_never_appears_in_logs_records_or_items(env, site, mongo_db, tmp_path):
+    port = free_port()
+    server = subprocess.Popen(
+        [shutil.which("redis-server"), "--port", str(port), "--bind", "127.0.0.1", "--requirepass", "s3cr3t-pw",
+         "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        url = f"redis://:s3cr3t-pw@127.0.0.1:{port}/0"
+        client = redis.Redis.from_url(url)
+        for _ in range(50):
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                time.sleep(0.1)
+        shop = site(shop_pages(16, 8))
+        client.lpush("scrapeme:start_urls", f"{shop.url}/shop/")
+        (worker,) = run_workers("scrapeme", dict(env, REDIS_URL=url, LOG_LEVEL="DEBUG"), tmp_path, 1)
+        assert mongo_db.products.count_documents({}) == 16
+        assert "s3cr3t-pw" not in worker.log()
+        for key in client.keys("*"):
+            kind = client.type(key)
+            dump = {b"hash": client.hgetall, b"set": client.smembers, b"list": lambda k: client.lrange(k, 0, -1),
+                    b"zset": lambda k: client.zrange(k, 0, -1)}[kind](key)
+            assert b"s3cr3t-pw" not in repr(dump).encode(), key
+        assert "s3cr3t-pw" not in repr(list(mongo_db.products.find()))
+    finally:
+        server.terminate()
+        server.wait()
