@@ -10,6 +10,8 @@ import logging
 import time
 
 import redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
 
 from crawlhub import services
 from crawlhub.config import redact_url
@@ -31,6 +33,9 @@ REDIS_PARAMS = {
 def get_redis(settings) -> redis.Redis:
     """A Redis client (bytes responses) for REDIS_URL or the embedded server."""
     params = dict(REDIS_PARAMS)
+    # a restarted Redis: reconnect with backoff (about 20 s in all) before failing
+    params["retry"] = Retry(ExponentialBackoff(cap=3.0, base=0.1), settings.getint("REDIS_RETRIES", 10))
+    params["retry_on_error"] = [redis.ConnectionError, redis.TimeoutError]
     params.update(settings.getdict("REDIS_PARAMS"))
     return redis.Redis.from_url(services.redis_url(settings), **params)
 
@@ -42,11 +47,14 @@ def connect_redis(settings) -> redis.Redis:
     """
     url = services.redis_url(settings)
     server = get_redis(settings)
+    retry = server.get_retry()
+    server.set_retry(Retry(ExponentialBackoff(), 0))  # our own loop below says what happens
     deadline = time.monotonic() + settings.getfloat("REDIS_STARTUP_WAIT", 30)
     delay = 0.5
     while True:
         try:
             server.ping()
+            server.set_retry(retry)
             return server
         except redis.RedisError as exc:
             if time.monotonic() + delay > deadline:

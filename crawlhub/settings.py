@@ -22,6 +22,8 @@ TEMPLATES_DIR = str(Path(__file__).parent / "templates")
 REDIS_URL = ""
 # Seconds a starting worker waits for Redis to answer before it gives up.
 REDIS_STARTUP_WAIT = 30.0
+# Reconnection tries (exponential backoff, 0.1 s to 3 s) before a Redis call fails.
+REDIS_RETRIES = 10
 # Extra redis-py client options (JSON object in the environment).
 REDIS_PARAMS = {}
 MONGO_URI = ""
@@ -51,6 +53,26 @@ FRONTIER_POLL_INTERVAL = 0.5
 # Undecodable payloads are set aside in <spider>:bad_requests (capped).
 FRONTIER_BAD_REQUESTS_MAX = 10000
 
+# --- Leases, retries, dead letters (docs/reliability.md) -------------------
+# Seconds a lease lasts without renewal; live workers renew every LEASE_TTL/3.
+LEASE_TTL = 60.0
+# How often (seconds) a worker runs lease upkeep, and how often one of the
+# workers looks for expired leases of dead workers.
+LEASE_MAINTENANCE_INTERVAL = 1.0
+LEASE_RECLAIM_INTERVAL = 5.0
+# A request whose lease expired more often than this goes to the DLQ.
+LEASE_MAX_EXPIRIES = 5
+# Retries after the first attempt (Scrapy's setting), then <spider>:dlq.
+RETRY_TIMES = 2
+RETRY_HTTP_CODES = [500, 502, 503, 504, 522, 524, 408, 429]
+# Backoff before retry n: RETRY_BACKOFF_BASE * 2**(n-1) seconds, at most
+# RETRY_BACKOFF_MAX, times a random 0.5-1.0; never before Retry-After.
+RETRY_BACKOFF_BASE = 1.0
+RETRY_BACKOFF_MAX = 60.0
+# Requests (pages) the whole cluster may take for a spider; 0 = no limit.
+# `crawlhub budget SPIDER N` sets it at run time (<spider>:budget wins).
+CRAWL_BUDGET = 0
+
 # --- Seeds ----------------------------------------------------------------
 REDIS_START_URLS_KEY = "%(name)s:start_urls"
 # Seeds read per idle tick; 0 = CONCURRENT_REQUESTS.
@@ -68,6 +90,17 @@ EXTENSIONS = {
     # no listening ports on workers
     "scrapy.extensions.telnet.TelnetConsole": None,
     "scrapy.extensions.remote_control.RemoteControl": None,
+}
+
+DOWNLOADER_MIDDLEWARES = {
+    # closest to the engine: ends the lease of a dropped or failed request
+    "crawlhub.middlewares.leases.LeaseDownloaderMiddleware": 10,
+    "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
+    "crawlhub.middlewares.retry.FrontierRetryMiddleware": 550,
+}
+SPIDER_MIDDLEWARES = {
+    # closest to the engine: knows when a page's output is all processed
+    "crawlhub.middlewares.leases.LeaseSpiderMiddleware": 10,
 }
 
 # --- Crawling -------------------------------------------------------------
@@ -100,6 +133,8 @@ MONGO_FLUSH_INTERVAL = 2.0
 MONGO_QUARANTINE_COLLECTION = "quarantine"
 # Flush tries at close before unsaved items go to CRAWLHUB_HOME/unsaved/
 MONGO_CLOSE_RETRIES = 5
+# Items buffered while MongoDB is down before the worker waits for it.
+MONGO_BUFFER_MAX = 1000
 MONGO_SERVER_SELECTION_TIMEOUT_MS = 10000
 
 # Environment overrides come last; the names that were overridden are kept

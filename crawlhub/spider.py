@@ -29,7 +29,7 @@ from collections.abc import Iterable, Iterator
 from urllib.parse import urlsplit
 
 from scrapy import Request, Spider, signals
-from scrapy.exceptions import DontCloseSpider
+from scrapy.exceptions import CloseSpider, DontCloseSpider
 
 from crawlhub.connection import get_redis
 from crawlhub.seeds import BadSeed, parse_seed
@@ -63,7 +63,6 @@ class CrawlhubSpider(Spider):
         self.bad_seeds_max = settings.getint("BAD_SEEDS_MAX")
         self.max_idle = settings.getfloat("MAX_IDLE_TIME_BEFORE_CLOSE")
         self._idle_since: float | None = None
-        self._work_seen = -1
         crawler.signals.connect(self._on_idle, signal=signals.spider_idle)
 
     @property
@@ -123,23 +122,38 @@ class CrawlhubSpider(Spider):
             pipe.lpush(self.bad_seeds_key, record).ltrim(self.bad_seeds_key, 0, self.bad_seeds_max - 1).execute()
 
     def _on_idle(self, spider) -> None:
+        """Feed seeds when idle; close only when the whole cluster has nothing left.
+
+        A worker whose own share ran dry keeps waiting while any worker holds
+        leases, retries are waiting or requests are queued: those can still
+        produce work. MAX_IDLE_TIME_BEFORE_CLOSE counts from the moment the
+        cluster's frontier is empty (0 = wait for seeds forever).
+        """
         if spider is not self:
             return
+        scheduler = self.crawler.engine.scheduler
+        if getattr(scheduler, "budget_exhausted", False):
+            raise CloseSpider("budget_exhausted")
         scheduled = 0
         for request in self.next_seed_requests():
             self.crawler.engine.crawl(request)
             scheduled += 1
         now = time.monotonic()
-        stats = self.crawler.stats
-        work = stats.get_value("scheduler/dequeued/redis", 0) + stats.get_value("seeds/accepted", 0)
-        if scheduled or work != self._work_seen or self._idle_since is None:
-            # did something since the last idle tick: the idle time starts now
-            self._work_seen = work
+        busy = bool(scheduled)
+        counts = None
+        frontier = getattr(scheduler, "frontier", None)
+        if not busy and frontier is not None:
+            try:
+                counts = frontier.counts()
+                busy = bool(counts["seeds"] or counts["queued"] or counts["delayed"] or counts["inflight"])
+            except Exception as exc:  # noqa: BLE001 - Redis down: not idle, just waiting
+                self.logger.warning("Cannot read the frontier (%s); waiting", exc)
+                busy = True
+        if busy or self._idle_since is None:
             self._idle_since = now
-        if scheduled:
             raise DontCloseSpider
         if self.max_idle > 0 and now - self._idle_since >= self.max_idle:
-            self.logger.info("No seeds and an empty shared queue for %.0fs: closing", now - self._idle_since)
+            self.logger.info("The cluster's frontier has been empty for %.0fs: closing", now - self._idle_since)
             return
         raise DontCloseSpider
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import subprocess
 import time
 
@@ -26,18 +27,31 @@ def test_redis_down_is_a_clear_error_and_a_failed_exit(env, tmp_path):
 
 
 def test_mongodb_down_loses_nothing_and_says_where_items_went(env, site, redis_client, tmp_path):
+    """MongoDB never comes up: the worker waits, keeping its leases; stopped, it gives them back."""
     shop = site(shop_pages(16, 8))
     env = dict(env, MONGO_URI=f"mongodb://127.0.0.1:{free_port()}/", MONGO_SERVER_SELECTION_TIMEOUT_MS="300",
                MONGO_CLOSE_RETRIES="2", MONGO_BATCH_SIZE="5")
     redis_client.lpush("scrapeme:start_urls", f"{shop.url}/shop/")
-    (worker,) = run_workers("scrapeme", env, tmp_path, 1, timeout=120)
+    worker = start_worker("scrapeme", env, tmp_path, "no-mongo")
+    deadline = time.monotonic() + 60
+    while "keeping them for the next flush" not in worker.log() or len(shop.fetched("/shop")) < 2:
+        assert time.monotonic() < deadline and worker.proc.poll() is None, worker.log()[-3000:]
+        time.sleep(0.2)
+    time.sleep(2)
+    assert worker.proc.poll() is None, "a worker does not finish while its pages' items are unstored"
+    assert redis_client.zcard("scrapeme:inflight") == 2, "unstored pages keep their leases"
+    worker.proc.send_signal(signal.SIGTERM)
+    assert worker.wait(60) == 0
     log = worker.log()
-    assert "MongoDB write of" in log and "keeping them for the next flush" in log
     assert "MongoDB unreachable at close: 16 items and 0 quarantined items written to" in log
     (saved,) = list((tmp_path / "home" / "unsaved").glob("scrapeme-*.jsonl"))
     rows = [json.loads(line) for line in saved.read_text().splitlines()]
     assert sorted(r["doc"]["id"] for r in rows) == [str(700 + i) for i in range(16)]
     assert {r["collection"] for r in rows} == {"products"}
+    # and the pages themselves went back to the queue for the next worker
+    assert redis_client.zcard("scrapeme:inflight") == 0
+    assert redis_client.zcard("scrapeme:requests") == 2
+    assert "Gave 2 unfinished requests back to the shared queue" in log
 
 
 def test_redis_password_never_appears_in_logs_records_or_items(env, site, mongo_db, tmp_path):
@@ -64,7 +78,7 @@ def test_redis_password_never_appears_in_logs_records_or_items(env, site, mongo_
         for key in client.keys("*"):
             kind = client.type(key)
             dump = {b"hash": client.hgetall, b"set": client.smembers, b"list": lambda k: client.lrange(k, 0, -1),
-                    b"zset": lambda k: client.zrange(k, 0, -1)}[kind](key)
+                    b"zset": lambda k: client.zrange(k, 0, -1), b"string": client.get}[kind](key)
             assert b"s3cr3t-pw" not in repr(dump).encode(), key
         assert "s3cr3t-pw" not in repr(list(mongo_db.products.find()))
     finally:

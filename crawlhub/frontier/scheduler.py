@@ -1,33 +1,63 @@
-"""The shared scheduler: scrapy-redis's, adapted to Scrapy 2.19 and to JSON.
+"""The shared scheduler: scrapy-redis's, with leases so that nothing is lost.
 
 What differs from ``scrapy_redis.scheduler.Scheduler``:
 
-* built with ``from_crawler`` only, on crawlhub's Redis client (REDIS_URL or the
-  embedded server), with stats calls that do not pass ``spider=``;
-* the queue is :class:`~crawlhub.frontier.queue.JsonPriorityQueue` (JSON, an
-  allowlist of request classes, bad payloads set aside);
-* the queue and duplicate filter are never flushed by a worker: closing one
-  worker must not wipe the crawl the others share (``crawlhub reset`` does);
-* requests with dont_filter (seeds) are crawled but still recorded as seen;
-* a request that cannot be written as JSON is kept in a local in-memory queue
-  and crawled by this worker (as Scrapy does when its disk queue cannot take a
-  request), with a logged error, instead of being lost.
+* built with ``from_crawler`` only, on crawlhub's Redis client, for Scrapy 2.19;
+* requests are JSON (:mod:`crawlhub.frontier.serializer`); a payload that does
+  not decode is set aside in ``<spider>:bad_requests``, never executed;
+* the queue and duplicate filter are never flushed by a worker (only
+  ``crawlhub reset`` does); seeds (``dont_filter``) are recorded as seen too;
+* **leases**: taking a request moves it to ``<spider>:inflight`` with a
+  deadline (:mod:`crawlhub.frontier.leases`). The lease ends exactly once:
+  acked after the page's items are stored (MongoPipeline's flush), moved to
+  ``<spider>:delayed`` for a retry or to ``<spider>:dlq``, ended by the
+  enqueue of its redirect, or acked when the request is dropped (robots,
+  offsite). Live workers renew their leases; expired leases of dead workers
+  are put back in the queue by any live worker;
+* an idle worker polls the shared queue (FRONTIER_POLL_INTERVAL) instead of
+  waiting for Scrapy's 5-second heartbeat;
+* a crawl budget (CRAWL_BUDGET or ``<spider>:budget``) stops every worker
+  from leasing once the cluster has taken that many requests.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import random
+import time
 from collections import deque
+from dataclasses import dataclass
+from urllib.parse import urlsplit
 
+import redis
 from scrapy.utils.misc import load_object
-from twisted.internet import task
 from scrapy_redis.scheduler import Scheduler
+from twisted.internet import task
 
+from crawlhub import signals as ch_signals
 from crawlhub.connection import connect_redis
 from crawlhub.frontier.dupefilter import RedisDupeFilter
-from crawlhub.frontier.serializer import EncodeError
+from crawlhub.frontier.leases import BUDGET_EXHAUSTED, Frontier, Keys
+from crawlhub.frontier.serializer import DecodeError, EncodeError
+from crawlhub.spider import worker_id
 
 logger = logging.getLogger(__name__)
+
+LEASE = "crawlhub_lease"  # meta: the lease id of the request being processed
+ATTEMPTS = "crawlhub_attempts"  # meta: failed attempts so far
+FIRST_ATTEMPT = "crawlhub_first_attempt"  # meta: time of the first attempt
+
+
+@dataclass
+class Lease:
+    id: str
+    url: str
+    payload: bytes
+    priority: int
+    outstanding: int = 0  # items yielded and not yet through the pipelines
+    output_done: bool = False
+    error: str | None = None
 
 
 class RedisScheduler(Scheduler):
@@ -41,27 +71,47 @@ class RedisScheduler(Scheduler):
         super().__init__(
             server,
             persist=True,
-            flush_on_start=False,
             queue_key=settings.get("SCHEDULER_QUEUE_KEY"),
             queue_cls=settings.get("SCHEDULER_QUEUE_CLASS"),
             dupefilter_key=settings.get("SCHEDULER_DUPEFILTER_KEY"),
             dupefilter_cls=settings.get("DUPEFILTER_CLASS"),
-            idle_before_close=0,
         )
         self.crawler = crawler
         self.stats = crawler.stats
-        self.local: deque = deque()
+        self.worker = worker_id()
+        self.local: deque = deque()  # requests that cannot be JSON: this worker crawls them
+        self.unsent: deque = deque()  # enqueues that failed while Redis was down
+        self.unacked: list[str] = []  # acks that failed while Redis was down
+        self.leases: dict[str, Lease] = {}
+        self.ready: list[str] = []  # leases whose items all reached the store's buffer
+        self.wait_for_store = False
+        self.budget = settings.getint("CRAWL_BUDGET")
+        self.budget_exhausted = False
+        self.lease_ttl = settings.getfloat("LEASE_TTL")
+        self.max_expiries = settings.getint("LEASE_MAX_EXPIRIES")
+        self.retry_times = settings.getint("RETRY_TIMES")
+        self.backoff_base = settings.getfloat("RETRY_BACKOFF_BASE")
+        self.backoff_max = settings.getfloat("RETRY_BACKOFF_MAX")
         self.poll_interval = settings.getfloat("FRONTIER_POLL_INTERVAL")
-        self.poller: task.LoopingCall | None = None
+        self.timers: list[task.LoopingCall] = []
         self._starved = False
+        self._last_renew = self._last_reclaim = 0.0
+        sig = crawler.signals
+        sig.connect(self._store_opened, signal=ch_signals.store_opened)
+        sig.connect(self._flush_started, signal=ch_signals.flush_started)
+        sig.connect(self._flush_succeeded, signal=ch_signals.flush_succeeded)
+        sig.connect(self._flush_failed, signal=ch_signals.flush_failed)
 
     @classmethod
     def from_crawler(cls, crawler):
         return cls(crawler, connect_redis(crawler.settings))
 
+    # -- life cycle ----------------------------------------------------------
     def open(self, spider):
         self.spider = spider
         settings = self.crawler.settings
+        self.keys = Keys.for_spider(settings, spider.name)
+        self.frontier = Frontier(self.server, self.keys)
         self.queue = load_object(self.queue_cls)(
             server=self.server,
             spider=spider,
@@ -75,24 +125,264 @@ class RedisScheduler(Scheduler):
             self.df = dupefilter_cls.for_spider(self.crawler, self.server, spider)
         else:
             self.df = dupefilter_cls.from_spider(spider)
-        if self.poll_interval > 0:
-            self.poller = task.LoopingCall(self._poll)
-            self.poller.start(self.poll_interval, now=False)
-        pending = len(self.queue)
-        if pending:
-            logger.info("Resuming crawl (%d requests in %s)", pending, self.queue.key, extra={"spider": spider})
+        for interval, func in ((self.poll_interval, self._poll), (settings.getfloat("LEASE_MAINTENANCE_INTERVAL"), self._maintain)):
+            if interval > 0:
+                timer = task.LoopingCall(func)
+                timer.start(interval, now=False)
+                self.timers.append(timer)
+        counts = self.frontier.counts()
+        if counts["queued"] or counts["inflight"] or counts["delayed"]:
+            logger.info("Joining a crawl in progress: %(queued)d queued, %(inflight)d in flight, %(delayed)d waiting to retry", counts, extra={"spider": spider})
 
+    def close(self, reason):
+        """Give back what this worker still holds; never flush the shared frontier."""
+        for timer in self.timers:
+            if timer.running:
+                timer.stop()
+        self._retry_unsent()
+        returned = 0
+        for lease in list(self.leases.values()):
+            try:
+                returned += self.frontier.requeue(lease.id, lease.payload, lease.priority)
+            except redis.RedisError as exc:
+                logger.error("Could not give lease %s (%s) back: %s; it returns when it expires", lease.id, lease.url, exc)
+        if returned:
+            logger.info("Gave %d unfinished requests back to the shared queue", returned)
+        self.leases.clear()
+        if self.local:
+            logger.error(
+                "Closing with %d requests that could not be stored as JSON, still pending: %s",
+                len(self.local), [r.url for r in list(self.local)[:10]],
+            )
+        if self.budget_exhausted:
+            left = self.frontier.counts()
+            logger.info("Crawl budget used up; left in the frontier: %(queued)d queued, %(delayed)d waiting to retry", left)
+
+    # -- enqueue ---------------------------------------------------------------
+    def enqueue_request(self, request):
+        ends = self._derived_from(request)
+        try:
+            payload = self.queue.serializer.encode(request)
+        except EncodeError as exc:
+            logger.error("%s; keeping it in this worker's memory instead", exc, extra={"spider": self.spider})
+            self.stats.inc_value("scheduler/unserializable")
+            self.local.append(request)
+            if ends:
+                self.ack([ends])
+            return True
+        fp = self.df.request_fingerprint(request)
+        try:
+            added = self.frontier.enqueue(fp, payload, request.priority, request.dont_filter, ends)
+        except redis.RedisError as exc:
+            logger.warning("Redis unavailable (%s): holding %s until it is back", exc, request.url)
+            self.unsent.append((fp, payload, request.priority, request.dont_filter, ends))
+            return True
+        if not added:
+            self.df.log(request, self.spider)
+            return False
+        self.stats.inc_value("scheduler/enqueued/redis")
+        return True
+
+    def _derived_from(self, request) -> str:
+        """The lease a redirect ends ('' if none); strips lease meta copied into children."""
+        lease_id = request.meta.pop(LEASE, None)
+        if lease_id is None:
+            return ""
+        lease = self.leases.get(lease_id)
+        redirected_from = (request.meta.get("redirect_urls") or [None])[-1]
+        if lease is not None and redirected_from == lease.url:
+            del self.leases[lease_id]
+            return lease_id
+        # a child request that copied its parent's meta: it is a new request
+        request.meta.pop(ATTEMPTS, None)
+        request.meta.pop(FIRST_ATTEMPT, None)
+        return ""
+
+    # -- lease -------------------------------------------------------------------
+    def next_request(self):
+        if self.local:
+            return self.local.popleft()
+        if self.budget_exhausted:
+            return None
+        while True:
+            try:
+                taken = self.frontier.lease(self.worker, self.lease_ttl, 1, self.budget)
+            except redis.RedisError as exc:
+                logger.warning("Redis unavailable (%s): no request taken this time", exc)
+                return None
+            if taken is BUDGET_EXHAUSTED:
+                self.budget_exhausted = True
+                logger.info("The crawl budget is used up: this worker takes no more requests")
+                return None
+            if not taken:
+                self._starved = True
+                return None
+            ((lease_id, payload),) = taken
+            try:
+                request = self.queue.serializer.decode(payload)
+            except DecodeError as exc:
+                self.queue.set_aside(payload, str(exc))
+                self.frontier.ack([lease_id])
+                continue
+            request.meta[LEASE] = lease_id
+            self.leases[lease_id] = Lease(lease_id, request.url, payload, request.priority)
+            self.stats.inc_value("scheduler/dequeued/redis")
+            self._starved = False
+            return request
+
+    def has_pending_requests(self):
+        if self.local:
+            return True
+        if self.budget_exhausted:
+            return False
+        try:
+            counts = self.frontier.counts()
+        except redis.RedisError:
+            return True  # unknown: do not let the worker close on a Redis hiccup
+        return bool(counts["queued"] or counts["delayed"])
+
+    # -- how a lease ends ----------------------------------------------------------
+    def lease_of(self, request) -> Lease | None:
+        lease_id = request.meta.get(LEASE) if request is not None else None
+        return self.leases.get(lease_id) if lease_id else None
+
+    def item_emitted(self, response) -> None:
+        lease = self.lease_of(getattr(response, "request", None))
+        if lease is not None:
+            lease.outstanding += 1
+
+    def item_finished(self, response) -> None:
+        lease = self.lease_of(getattr(response, "request", None))
+        if lease is not None:
+            lease.outstanding -= 1
+            self._maybe_done(lease)
+
+    def output_finished(self, response, error: BaseException | None = None) -> None:
+        lease = self.lease_of(getattr(response, "request", None))
+        if lease is not None:
+            lease.output_done = True
+            if error is not None:
+                lease.error = f"callback error: {type(error).__name__}: {error}"[:1000]
+            self._maybe_done(lease)
+
+    def _maybe_done(self, lease: Lease) -> None:
+        if not lease.output_done or lease.outstanding > 0:
+            return
+        if lease.error:
+            self._dead_letter(lease, json.loads(lease.payload).get("meta", {}), lease.error)
+        elif self.wait_for_store:
+            self.ready.append(lease.id)  # acked after the store's next flush
+        else:
+            self.leases.pop(lease.id, None)
+            self.ack([lease.id])
+
+    def dropped(self, request, reason: str) -> None:
+        """The request will not be fetched (robots, offsite...): its lease ends."""
+        lease = self.lease_of(request)
+        if lease is not None:
+            self.leases.pop(lease.id, None)
+            self.ack([lease.id])
+            self.stats.inc_value("leases/dropped")
+            logger.debug("Dropped %s: %s", request.url, reason)
+
+    def ack(self, lease_ids) -> None:
+        lease_ids = list(lease_ids)
+        try:
+            self.frontier.ack(lease_ids + self.unacked)
+            self.unacked = []
+        except redis.RedisError as exc:
+            logger.warning("Redis unavailable (%s): %d acks held until it is back", exc, len(lease_ids))
+            self.unacked.extend(lease_ids)
+            return
+        self.stats.inc_value("leases/acked", len(lease_ids))
+
+    def retry(self, request, reason: str, retry_after: float = 0.0, status: int | None = None) -> str | None:
+        """Send the request back through the shared frontier after a backoff, or to the DLQ.
+
+        Returns "retry", "dlq", or None when the request holds no lease of ours.
+        """
+        lease = self.lease_of(request)
+        if lease is None:
+            return None
+        attempts = request.meta.get(ATTEMPTS, 0) + 1
+        if attempts > self.retry_times:
+            self.dead_letter(request, error=reason, status=status, attempts=attempts)
+            return "dlq"
+        delay = min(self.backoff_max, self.backoff_base * 2 ** (attempts - 1)) * random.uniform(0.5, 1.0)
+        delay = max(delay, retry_after)
+        again = request.replace(dont_filter=True)
+        again.meta.pop(LEASE, None)
+        again.meta[ATTEMPTS] = attempts
+        again.meta.setdefault(FIRST_ATTEMPT, time.time())
+        self.leases.pop(lease.id, None)
+        if self.frontier.delay(lease.id, self.queue.serializer.encode(again), delay):
+            self.stats.inc_value("retry/count")
+            self.stats.inc_value(f"retry/reason_count/{reason.split(':')[0]}")
+            self.server.hincrby(self.keys.stats, "retries", 1)
+            logger.info("Retrying %s in %.1fs (attempt %d of %d): %s", request.url, delay, attempts + 1, self.retry_times + 1, reason)
+        return "retry"
+
+    def dead_letter(self, request, error: str, status: int | None = None, attempts: int | None = None) -> None:
+        lease = self.lease_of(request)
+        if lease is not None:
+            self._dead_letter(lease, request.meta, error, status, attempts)
+
+    def _dead_letter(self, lease: Lease, meta: dict, error: str, status=None, attempts=None) -> None:
+        self.leases.pop(lease.id, None)
+        now = time.time()
+        record = {
+            "url": lease.url,
+            "spider": self.spider.name,
+            "attempts": attempts if attempts is not None else meta.get(ATTEMPTS, 0) + 1,
+            "status": status,
+            "error": error,
+            "first_attempt": meta.get(FIRST_ATTEMPT, now),
+            "last_attempt": now,
+            "worker": self.worker,
+            "request": lease.payload.decode(),
+        }
+        if self.frontier.dead_letter(lease.id, record):
+            self.stats.inc_value("dlq/count")
+            logger.error("Gave up on %s after %d attempts (%s); in %s", lease.url, record["attempts"], error, self.keys.dlq)
+
+    def permanent_failure(self, request, status: int) -> None:
+        domain = urlsplit(request.url).hostname or "?"
+        self.stats.inc_value(f"permanent_failures/{domain}")
+        try:
+            self.server.hincrby(self.keys.stats, f"permanent_failures:{domain}", 1)
+        except redis.RedisError:
+            pass
+
+    # -- the store's flushes -------------------------------------------------------
+    def _store_opened(self, **kwargs):
+        self.wait_for_store = True
+
+    def _flush_started(self, **kwargs):
+        tokens, self.ready = self.ready, []
+        return tokens
+
+    def _flush_succeeded(self, tokens, **kwargs):
+        for lease_id in tokens:
+            self.leases.pop(lease_id, None)
+        self.ack(tokens)
+
+    def _flush_failed(self, tokens, **kwargs):
+        self.ready[:0] = tokens
+
+    # -- timers ------------------------------------------------------------------
     def _poll(self) -> None:
         """Wake the engine when other workers queued requests while this one starved.
 
-        Scrapy asks an idle scheduler again only on its 5-second heartbeat;
-        on a shared frontier that leaves workers idle while others push work.
+        Scrapy asks an idle scheduler again only on its 5-second heartbeat; on
+        a shared frontier that leaves workers idle while others push work.
+        This uses the engine's private ``_slot.nextcall``; without it, the
+        heartbeat still works.
         """
-        if not self._starved:
+        if not self._starved or self.budget_exhausted:
             return
         try:
-            pending = len(self.queue)
-        except Exception as exc:  # Redis hiccup: the heartbeat will retry
+            pending = self.has_pending_requests()
+        except Exception as exc:  # noqa: BLE001 - a timer must not die
             logger.debug("frontier poll failed: %s", exc)
             return
         slot = getattr(self.crawler.engine, "_slot", None)
@@ -100,41 +390,67 @@ class RedisScheduler(Scheduler):
             self._starved = False
             slot.nextcall.schedule()
 
-    def close(self, reason):
-        """Never flush: the frontier is shared with the other workers."""
-        if self.poller is not None and self.poller.running:
-            self.poller.stop()
-        if self.local:
-            logger.error(
-                "Closing with %d requests that could not be stored as JSON, crawled by this worker "
-                "only, still pending: %s", len(self.local), [r.url for r in list(self.local)[:10]],
-            )
-
-    def enqueue_request(self, request):
-        # dont_filter requests (seeds) are recorded too, so that a link back
-        # to a seed is not crawled a second time.
-        seen = self.df.request_seen(request)
-        if seen and not request.dont_filter:
-            self.df.log(request, self.spider)
-            return False
+    def _maintain(self) -> None:
+        """Renew this worker's leases; reclaim dead workers' expired leases; retry held writes."""
+        now = time.monotonic()
         try:
-            self.queue.push(request)
-        except EncodeError as exc:
-            logger.error("%s; keeping it in this worker's memory instead", exc, extra={"spider": self.spider})
-            self.stats.inc_value("scheduler/unserializable")
-            self.local.append(request)
-            return True
-        self.stats.inc_value("scheduler/enqueued/redis")
-        return True
+            self._retry_unsent()
+            if self.unacked:
+                self.ack([])
+            if now - self._last_renew >= self.lease_ttl / 3:
+                self._last_renew = now
+                lost = self.frontier.renew(self.leases, self.lease_ttl)
+                if lost:
+                    self.stats.inc_value("leases/lost", len(lost))
+                    logger.warning("%d leases expired before this worker renewed them (they may be crawled twice)", len(lost))
+            if now - self._last_reclaim >= self.crawler.settings.getfloat("LEASE_RECLAIM_INTERVAL"):
+                self._last_reclaim = now
+                self.reclaim()
+        except redis.RedisError as exc:
+            logger.warning("Lease maintenance skipped: Redis unavailable (%s)", exc)
+        except Exception:  # noqa: BLE001 - a timer must not die
+            logger.exception("Lease maintenance failed")
 
-    def next_request(self):
-        if self.local:
-            return self.local.popleft()
-        request = self.queue.pop()
-        if request is not None:
-            self.stats.inc_value("scheduler/dequeued/redis")
-        self._starved = request is None
-        return request
+    def _retry_unsent(self) -> None:
+        while self.unsent:
+            fp, payload, priority, force, ends = self.unsent[0]
+            self.frontier.enqueue(fp, payload, priority, force, ends)
+            self.unsent.popleft()
 
-    def has_pending_requests(self):
-        return bool(self.local) or len(self.queue) > 0
+    def reclaim(self) -> int:
+        """Put expired leases (their worker died) back in the queue, counting an attempt."""
+        k = self.keys
+        if not self.server.set(k.reclaim_lock, self.worker, nx=True, px=int(self.lease_ttl * 1000)):
+            return 0
+        reclaimed = 0
+        try:
+            for lease_id, owner, taken, payload in self.frontier.expired():
+                if lease_id in self.leases:  # ours, and alive: renew missed, keep it
+                    continue
+                try:
+                    data = json.loads(payload)
+                except ValueError:
+                    self.frontier.ack([lease_id])
+                    continue
+                meta = data.setdefault("meta", {})
+                meta["crawlhub_expiries"] = meta.get("crawlhub_expiries", 0) + 1
+                meta[ATTEMPTS] = meta.get(ATTEMPTS, 0) + 1
+                meta.setdefault(FIRST_ATTEMPT, taken)
+                data["dont_filter"] = True
+                new_payload = json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+                if meta["crawlhub_expiries"] > self.max_expiries:
+                    self.frontier.dead_letter(lease_id, {
+                        "url": data.get("url"), "spider": self.spider.name, "attempts": meta[ATTEMPTS],
+                        "status": None, "error": f"lease expired {meta['crawlhub_expiries']} times (last holder {owner})",
+                        "first_attempt": meta[FIRST_ATTEMPT], "last_attempt": time.time(), "worker": owner,
+                        "request": new_payload.decode(),
+                    })
+                elif self.frontier.requeue(lease_id, new_payload, int(data.get("priority", 0))):
+                    reclaimed += 1
+                    logger.info("Reclaimed %s from %s (lease expired)", data.get("url"), owner)
+        finally:
+            self.server.delete(k.reclaim_lock)
+        if reclaimed:
+            self.stats.inc_value("leases/reclaimed", reclaimed)
+            self.server.hincrby(k.stats, "reclaimed", reclaimed)
+        return reclaimed

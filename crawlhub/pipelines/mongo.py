@@ -12,8 +12,13 @@
   rewritten.
 * Items that ValidatePipeline rejected go to MONGO_QUARANTINE_COLLECTION with
   the reasons and the source URL.
+* Each successful flush tells the scheduler (signal ``flush_succeeded``)
+  which leases it covered: a page's lease is released only once its items
+  are written.
 * If MongoDB cannot be reached the batch is kept and retried on the next
-  flush; at close, after MONGO_CLOSE_RETRIES failed tries, what is left is
+  flush, with backoff; when MONGO_BUFFER_MAX items are waiting, the item flow
+  waits for MongoDB (the worker takes no new pages meanwhile), so memory stays
+  bounded and unstored pages keep their leases. At close, after MONGO_CLOSE_RETRIES failed tries, what is left is
   written to a JSON-lines file under CRAWLHUB_HOME/unsaved/ and the log says
   where.
 """
@@ -37,6 +42,7 @@ from twisted.internet import task, threads
 from twisted.internet.defer import DeferredLock
 
 from crawlhub import services
+from crawlhub import signals as ch_signals
 from crawlhub.connection import get_mongo
 from crawlhub.config import redact_url
 from crawlhub.items import VOLATILE_FIELDS, ItemMeta, item_meta
@@ -127,6 +133,8 @@ class MongoPipeline:
         self.batch_size = max(1, settings.getint("MONGO_BATCH_SIZE"))
         self.interval = settings.getfloat("MONGO_FLUSH_INTERVAL")
         self.close_retries = settings.getint("MONGO_CLOSE_RETRIES", 5)
+        self.buffer_max = max(self.batch_size, settings.getint("MONGO_BUFFER_MAX", 1000))
+        self.failures = 0
         self.database = settings.get("MONGO_DATABASE")
         self.quarantine_name = settings.get("MONGO_QUARANTINE_COLLECTION")
         self.home = settings.get("CRAWLHUB_HOME")
@@ -149,6 +157,7 @@ class MongoPipeline:
             "Storing items in MongoDB %s, database %r",
             redact_url(services.mongo_uri(self.crawler.settings)), self.database,
         )
+        self.crawler.signals.send_catch_log(ch_signals.store_opened)
         if self.interval > 0:
             self.timer = task.LoopingCall(lambda: deferred_from_coro(self.flush()))
             self.timer.start(self.interval, now=False)
@@ -156,7 +165,11 @@ class MongoPipeline:
     async def process_item(self, item):
         self.buffer.append((item_meta(item), ItemAdapter(item).asdict()))
         if len(self.buffer) >= self.batch_size:
-            await self.flush()
+            delay = 0.5
+            while not await self.flush() and len(self.buffer) >= self.buffer_max:
+                # MongoDB is down and the buffer is full: wait for it (back-pressure)
+                await _sleep(delay)
+                delay = min(delay * 2, 30)
         return item
 
     def item_dropped(self, item, response, exception, spider=None):
@@ -183,8 +196,16 @@ class MongoPipeline:
         """Write what is buffered; True if nothing is left unwritten."""
         return await maybe_deferred_to_future(self.lock.run(lambda: deferred_from_coro(self._flush())))
 
+    def _tokens(self) -> list:
+        """The lease tokens this flush covers (everything ready before it began)."""
+        results = self.crawler.signals.send_catch_log(ch_signals.flush_started)
+        return [token for _, tokens in results if isinstance(tokens, list) for token in tokens]
+
     async def _flush(self) -> bool:
+        tokens = self._tokens()
         if not self.buffer and not self.quarantined:
+            if tokens:  # their items were written by earlier flushes
+                self.crawler.signals.send_catch_log(ch_signals.flush_succeeded, tokens=tokens)
             return True
         batch, self.buffer = self.buffer, []
         quarantined, self.quarantined = self.quarantined, []
@@ -195,12 +216,19 @@ class MongoPipeline:
             # keep everything, oldest first, for the next flush
             self.buffer[:0] = batch
             self.quarantined[:0] = quarantined
+            self.crawler.signals.send_catch_log(ch_signals.flush_failed, tokens=tokens)
+            self.failures += 1
             self.crawler.stats.inc_value("mongo/write_errors")
-            logger.error(
-                "MongoDB write of %d items failed (%s: %s); keeping them for the next flush",
-                len(batch), type(exc).__name__, str(exc)[:300],
+            log = logger.error if self.failures == 1 or self.failures % 10 == 0 else logger.debug
+            log(
+                "MongoDB write of %d items failed (%s: %s); keeping them for the next flush (failure %d in a row)",
+                len(batch), type(exc).__name__, str(exc)[:300], self.failures,
             )
             return False
+        if self.failures:
+            logger.info("MongoDB is back after %d failed writes; %d items written", self.failures, len(batch))
+        self.failures = 0
+        self.crawler.signals.send_catch_log(ch_signals.flush_succeeded, tokens=tokens)
         stats = self.crawler.stats
         for name, value in counts.items():
             stats.inc_value(f"mongo/{name}", value)
@@ -216,7 +244,7 @@ class MongoPipeline:
             if await self.flush():
                 break
             logger.warning("MongoDB flush at close failed (try %d of %d); retrying in %.0fs", attempt, self.close_retries, delay)
-            await maybe_deferred_to_future(task.deferLater(_reactor(), delay, lambda: None))
+            await _sleep(delay)
             delay = min(delay * 2, 30)
         else:
             self._save_unsaved()
@@ -240,7 +268,7 @@ class MongoPipeline:
         )
 
 
-def _reactor():
+async def _sleep(seconds: float) -> None:
     from twisted.internet import reactor
 
-    return reactor
+    await maybe_deferred_to_future(task.deferLater(reactor, seconds, lambda: None))

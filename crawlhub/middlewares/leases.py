@@ -1,0 +1,89 @@
+"""Middlewares that tell the scheduler when a leased request is finished.
+
+``LeaseDownloaderMiddleware`` sits closest to the engine among downloader
+middlewares: every exception on the way (robots.txt and offsite drops raise
+IgnoreRequest; download errors that RetryMiddleware did not take) reaches its
+``process_exception``. A dropped request's lease is acked; any other error
+sends it to the dead-letter queue with the error.
+
+``LeaseSpiderMiddleware`` sits closest to the engine among spider
+middlewares: it counts the items a page's callback yields and tells the
+scheduler when the callback's output is exhausted (or raised). The item
+signals (scraped, dropped, error) count them back in. When both are done the
+lease is ready, and it is acked after the store's next flush.
+"""
+
+from __future__ import annotations
+
+from scrapy import Request, signals
+from scrapy.exceptions import IgnoreRequest
+
+
+def _scheduler(crawler):
+    scheduler = crawler.engine.scheduler if crawler.engine else None
+    return scheduler if hasattr(scheduler, "lease_of") else None
+
+
+class LeaseDownloaderMiddleware:
+    def __init__(self, crawler):
+        self.crawler = crawler
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        return cls(crawler)
+
+    def process_exception(self, request, exception):
+        scheduler = _scheduler(self.crawler)
+        if scheduler is None or scheduler.lease_of(request) is None:
+            return None
+        if isinstance(exception, IgnoreRequest):
+            scheduler.dropped(request, str(exception) or type(exception).__name__)
+        else:
+            scheduler.dead_letter(request, error=f"{type(exception).__name__}: {exception}"[:1000])
+        return None
+
+
+class LeaseSpiderMiddleware:
+    def __init__(self, crawler):
+        self.crawler = crawler
+        for signal in (signals.item_scraped, signals.item_dropped, signals.item_error):
+            crawler.signals.connect(self.item_finished, signal=signal)
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        return cls(crawler)
+
+    def item_finished(self, item, response=None, **kwargs):
+        scheduler = _scheduler(self.crawler)
+        if scheduler is not None and response is not None:
+            scheduler.item_finished(response)
+
+    async def process_spider_output_async(self, response, result):
+        scheduler = _scheduler(self.crawler)
+        error = None
+        try:
+            async for element in result:
+                if scheduler is not None and not isinstance(element, Request):
+                    scheduler.item_emitted(response)
+                yield element
+        except Exception as exc:
+            error = exc
+            raise
+        finally:
+            if scheduler is not None:
+                scheduler.output_finished(response, error)
+
+    def process_spider_output(self, response, result):
+        scheduler = _scheduler(self.crawler)
+        error = None
+        try:
+            for element in result:
+                if scheduler is not None and not isinstance(element, Request):
+                    scheduler.item_emitted(response)
+                yield element
+        except Exception as exc:
+            error = exc
+            raise
+        finally:
+            if scheduler is not None:
+                scheduler.output_finished(response, error)
