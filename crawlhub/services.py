@@ -157,7 +157,8 @@ class Service:
         return self.url()
 
     def _start(self) -> None:
-        port = free_port()
+        # come back on the same port after a stop, so clients reconnect
+        port = self.port if self.port and not port_open(self.port) else free_port()
         pid = self._spawn(port)
         (self.dir / "port").write_text(str(port))
         (self.dir / "pid").write_text(str(pid))

@@ -9,9 +9,12 @@ released: only after the items of its page are written.
   tokens that the flush covers (everything ready before it began).
 - ``flush_succeeded(tokens)``: those tokens' items are stored.
 - ``flush_failed(tokens)``: they are not; keep them for the next flush.
+- ``store_backlog(full)``: the store's buffer is full (True: take no new
+  requests) or has drained (False).
 """
 
 store_opened = object()
 flush_started = object()
 flush_succeeded = object()
 flush_failed = object()
+store_backlog = object()

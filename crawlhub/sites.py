@@ -148,8 +148,8 @@ def shop_products(count: int) -> list[dict]:
     ]
 
 
-def _pagination(page: int, pages: int, page_url) -> str:
-    shown = sorted({1, 2, pages - 1, pages, *range(page - 2, page + 3)} & set(range(1, pages + 1)))
+def _pagination(page: int, pages: int, page_url, window: int = 2) -> str:
+    shown = sorted({1, 2, pages - 1, pages, *range(page - window, page + window + 1)} & set(range(1, pages + 1)))
     items, last = [], 0
     if page > 1:
         items.append(f'<li><a class="prev page-numbers" href="{page_url(page - 1)}">&larr;</a></li>')
@@ -181,6 +181,7 @@ def shop_pages(
     base: str = "",
     alias_page_one: bool = False,
     chain: bool = False,
+    window: int = 2,
 ) -> dict[str, str]:
     """The listing pages of a shop: ``/shop/`` and ``/shop/page/N/``.
 
@@ -190,6 +191,8 @@ def shop_pages(
     at a time across the cluster: good for ordering tests).
     ``base`` prefixes absolute links (product and image URLs), like
     scrapeme.live's absolute links; empty = site-relative.
+    ``window``: how many pages either side of the current one the
+    pagination links to (WordPress shows 2).
     """
     items = shop_products(products)
     pages = max(1, -(-products // per_page))
@@ -208,7 +211,7 @@ def shop_pages(
                 if page < pages else ""
             )
         else:
-            nav = _pagination(page, pages, page_url)
+            nav = _pagination(page, pages, page_url, window)
         start, end = (page - 1) * per_page + 1, (page - 1) * per_page + len(chunk)
         body = f"""<!doctype html>
 <html lang="en-GB"><head><meta charset="UTF-8"><title>Products &#8211; Page {page} &#8211; ScrapeMe</title></head>

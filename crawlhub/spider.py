@@ -28,6 +28,7 @@ import time
 from collections.abc import Iterable, Iterator
 from urllib.parse import urlsplit
 
+import redis
 from scrapy import Request, Spider, signals
 from scrapy.exceptions import CloseSpider, DontCloseSpider
 
@@ -135,9 +136,13 @@ class CrawlhubSpider(Spider):
         if getattr(scheduler, "budget_exhausted", False):
             raise CloseSpider("budget_exhausted")
         scheduled = 0
-        for request in self.next_seed_requests():
-            self.crawler.engine.crawl(request)
-            scheduled += 1
+        try:
+            for request in self.next_seed_requests():
+                self.crawler.engine.crawl(request)
+                scheduled += 1
+        except redis.RedisError as exc:  # Redis down: wait for it, never close because of it
+            self.logger.warning("Cannot read seeds (%s); waiting", exc)
+            raise DontCloseSpider from None
         now = time.monotonic()
         busy = bool(scheduled)
         counts = None

@@ -13,6 +13,7 @@ import redis
 
 from crawlhub.services import EmbeddedMongo, EmbeddedRedis
 from crawlhub.sites import LocalSite
+from tests import harness
 from tests.harness import crawl_env
 
 _db_names = itertools.count()
@@ -86,3 +87,10 @@ def site():
     yield make
     for s in started:
         s.stop()
+
+
+@pytest.fixture(autouse=True)
+def reap_workers():
+    yield
+    while harness.STARTED:
+        harness.STARTED.pop().kill()

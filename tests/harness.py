@@ -12,6 +12,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRAPY = [sys.executable, "-m", "scrapy"]
+# every worker a test starts; conftest kills what is left after each test, so a
+# failed test cannot leave a worker crawling into the next one
+STARTED: list["Worker"] = []
 
 
 @dataclass
@@ -44,7 +47,9 @@ def start_worker(spider: str, env: dict, logdir: Path, name: str, **settings) ->
     log_path = logdir / f"{name}.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    return Worker(name, proc, log_path)
+    worker = Worker(name, proc, log_path)
+    STARTED.append(worker)
+    return worker
 
 
 def run_workers(spider: str, env: dict, logdir: Path, count: int, timeout: float = 120, **settings) -> list[Worker]:

@@ -94,14 +94,14 @@ def test_worker_that_finishes_early_leaves_the_frontier_intact(env, site, redis_
     pages = shop_pages(40 * 4, 4, chain=True)  # 40 pages, each linking to the next only
     shop = site(pages, delay=0.3)
     redis_client.lpush("scrapeme:start_urls", f"{shop.url}/shop/")
+    # a worker told not to persist, that stops after 4 seconds while the crawl goes on
+    early = start_worker("scrapeme", env, tmp_path, "early", CLOSESPIDER_TIMEOUT=4, SCHEDULER_PERSIST=False,
+                         CONCURRENT_REQUESTS=1)
     steady = start_worker("scrapeme", env, tmp_path, "steady", CONCURRENT_REQUESTS=1)
-    # a worker told not to persist, that stops after 3 pages while the crawl goes on
-    early = start_worker("scrapeme", env, tmp_path, "early", CLOSESPIDER_PAGECOUNT=3, SCHEDULER_PERSIST=False,
-                        CONCURRENT_REQUESTS=1)
     assert early.wait(60) == 0, early.log()[-3000:]
     fetched_when_early_left = len(shop.fetched("/shop"))
     assert fetched_when_early_left < len(pages), "the early worker did not finish early"
-    assert "Closing spider (closespider_pagecount)" in early.log()
+    assert "Closing spider (closespider_timeout)" in early.log()
     assert "SCHEDULER_PERSIST=False is ignored" in early.log()
     assert redis_client.scard("scrapeme:dupefilter") >= fetched_when_early_left
 

@@ -15,7 +15,10 @@ from scrapy.utils.project import get_project_settings
 
 from crawlhub import services
 from crawlhub.config import redact_url
+from dataclasses import asdict
+
 from crawlhub.extensions import workers_key
+from crawlhub.frontier.leases import Keys
 from crawlhub.seeds import BadSeed, parse_seed
 
 
@@ -36,14 +39,9 @@ def _redis():
 
 def spider_keys(settings, spider: str) -> dict[str, str]:
     """Every Redis key crawlhub keeps for a spider (docs/redis-keys.md)."""
-    return {
-        "seeds": settings.get("REDIS_START_URLS_KEY") % {"name": spider},
-        "queue": settings.get("SCHEDULER_QUEUE_KEY") % {"spider": spider},
-        "dupefilter": settings.get("SCHEDULER_DUPEFILTER_KEY") % {"spider": spider},
-        "bad_seeds": f"{spider}:bad_seeds",
-        "bad_requests": f"{spider}:bad_requests",
-        "workers": workers_key(spider),
-    }
+    keys = asdict(Keys.for_spider(settings, spider))
+    keys.update(bad_seeds=f"{spider}:bad_seeds", bad_requests=f"{spider}:bad_requests", workers=workers_key(spider))
+    return keys
 
 
 @click.group()
@@ -91,29 +89,34 @@ def services_status():
 @click.argument("spider")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def status(spider, as_json):
-    """Seeds, queue, seen URLs, bad seeds and workers of SPIDER's crawl."""
+    """Seeds, queue, in flight, retries, dead letters, seen URLs and workers of SPIDER's crawl."""
     settings = _settings()
     server = _redis()
     keys = spider_keys(settings, spider)
     pipe = server.pipeline(transaction=False)
-    pipe.llen(keys["seeds"]).zcard(keys["queue"]).scard(keys["dupefilter"])
-    pipe.llen(keys["bad_seeds"]).llen(keys["bad_requests"]).hgetall(keys["workers"])
-    seeds, queued, seen, bad_seeds, bad_requests, workers = pipe.execute()
+    pipe.llen(keys["seeds"]).zcard(keys["queue"]).zcard(keys["inflight"]).zcard(keys["delayed"])
+    pipe.llen(keys["dlq"]).scard(keys["dupefilter"]).llen(keys["bad_seeds"]).llen(keys["bad_requests"])
+    pipe.get(keys["budget"]).get(keys["budget_used"]).hgetall(keys["stats"]).hgetall(keys["workers"])
+    (seeds, queued, inflight, delayed, dlq, seen, bad_seeds, bad_requests,
+     budget, budget_used, stats, workers) = pipe.execute()
     workers = sorted((json.loads(v) for v in workers.values()), key=lambda w: w["started_at"])
+    budget = int(budget) if budget else settings.getint("CRAWL_BUDGET")
     data = {
-        "spider": spider,
-        "seeds": seeds,
-        "queued": queued,
-        "seen": seen,
-        "bad_seeds": bad_seeds,
-        "bad_requests": bad_requests,
-        "workers": workers,
+        "spider": spider, "seeds": seeds, "queued": queued, "inflight": inflight, "delayed": delayed,
+        "dlq": dlq, "seen": seen, "bad_seeds": bad_seeds, "bad_requests": bad_requests,
+        "budget": budget, "budget_used": int(budget_used or 0),
+        "counters": {k.decode(): int(v) for k, v in stats.items()}, "workers": workers,
     }
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return
     click.echo(f"spider {spider}: {seeds} seeds waiting, {queued} requests queued, {seen} URLs seen")
+    click.echo(f"in flight: {inflight}   waiting to retry: {delayed}   dead letters: {dlq}")
     click.echo(f"bad seeds: {bad_seeds}   bad request payloads: {bad_requests}")
+    if budget:
+        click.echo(f"budget: {data['budget_used']} of {budget} requests taken")
+    if data["counters"]:
+        click.echo("counters: " + ", ".join(f"{k}={v}" for k, v in sorted(data["counters"].items())))
     now = time.time()
     for w in workers:
         click.echo(
@@ -171,6 +174,111 @@ def reset(spider, yes):
         click.confirm(f"Delete {', '.join(keys)}?", abort=True)
     removed = _redis().delete(*keys)
     click.echo(f"deleted {removed} key(s) of {spider}")
+
+
+# -- dead letters ------------------------------------------------------------------
+@main.group()
+def dlq():
+    """Requests that failed after their last attempt (<spider>:dlq)."""
+
+
+def _dlq_entries(server, key):
+    return [(raw, json.loads(raw)) for raw in server.lrange(key, 0, -1)]
+
+
+@dlq.command("list")
+@click.argument("spider")
+@click.option("--limit", default=50, show_default=True)
+def dlq_list(spider, limit):
+    """One line per dead letter: index, URL, attempts, last status or error."""
+    server = _redis()
+    entries = _dlq_entries(server, spider_keys(_settings(), spider)["dlq"])
+    for index, (_, rec) in enumerate(entries[:limit]):
+        last = f"HTTP {rec['status']}" if rec.get("status") else rec.get("error", "")
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(rec["last_attempt"]))
+        click.echo(f"{index:4}  {rec['url']}  attempts={rec['attempts']}  {last[:120]}  last {when}")
+    click.echo(f"{len(entries)} dead letter(s)")
+
+
+@dlq.command("show")
+@click.argument("spider")
+@click.argument("index", type=int)
+def dlq_show(spider, index):
+    """The whole record of dead letter INDEX (from `dlq list`)."""
+    entries = _dlq_entries(_redis(), spider_keys(_settings(), spider)["dlq"])
+    if not 0 <= index < len(entries):
+        raise click.ClickException(f"no dead letter {index}: there are {len(entries)}")
+    record = dict(entries[index][1])
+    record["request"] = json.loads(record["request"])
+    click.echo(json.dumps(record, indent=2, ensure_ascii=False))
+
+
+@dlq.command("requeue")
+@click.argument("spider")
+@click.argument("indexes", type=int, nargs=-1)
+@click.option("--all", "everything", is_flag=True, help="Requeue every dead letter.")
+def dlq_requeue(spider, indexes, everything):
+    """Put dead letters back in the queue with their attempts reset."""
+    if not indexes and not everything:
+        raise click.UsageError("name the INDEXES to requeue (see `crawlhub dlq list`), or --all")
+    server = _redis()
+    keys = spider_keys(_settings(), spider)
+    entries = _dlq_entries(server, keys["dlq"])
+    chosen = range(len(entries)) if everything else indexes
+    done = 0
+    for index in chosen:
+        if not 0 <= index < len(entries):
+            raise click.ClickException(f"no dead letter {index}: there are {len(entries)}")
+        raw, record = entries[index]
+        request = json.loads(record["request"])
+        meta = request.get("meta", {})
+        for key in ("crawlhub_attempts", "crawlhub_first_attempt", "crawlhub_expiries"):
+            meta.pop(key, None)
+        request["dont_filter"] = True
+        payload = json.dumps(request, separators=(",", ":"), ensure_ascii=False)
+        pipe = server.pipeline()  # MULTI: the letter leaves the DLQ only if it is queued
+        pipe.lrem(keys["dlq"], 1, raw).zadd(keys["queue"], {payload: -int(request.get("priority", 0))})
+        removed, _ = pipe.execute()
+        done += removed
+        click.echo(f"requeued {record['url']}")
+    click.echo(f"{done} request(s) back in {keys['queue']}")
+
+
+@dlq.command("purge")
+@click.argument("spider")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+def dlq_purge(spider, yes):
+    """Delete all of SPIDER's dead letters."""
+    server = _redis()
+    key = spider_keys(_settings(), spider)["dlq"]
+    count = server.llen(key)
+    if not yes:
+        click.confirm(f"Delete {count} dead letter(s) in {key}?", abort=True)
+    server.delete(key)
+    click.echo(f"deleted {count} dead letter(s)")
+
+
+@main.command()
+@click.argument("spider")
+@click.argument("pages", type=int, required=False)
+@click.option("--clear", is_flag=True, help="Remove the run-time budget (CRAWL_BUDGET applies again).")
+@click.option("--reset-used", is_flag=True, help="Start counting used requests from 0 again.")
+def budget(spider, pages, clear, reset_used):
+    """Show or set SPIDER's cluster-wide crawl budget (requests the cluster may take)."""
+    server = _redis()
+    keys = spider_keys(_settings(), spider)
+    if clear:
+        server.delete(keys["budget"])
+    elif pages is not None:
+        if pages < 0:
+            raise click.BadParameter("must be 0 (no limit) or more", param_hint="PAGES")
+        server.set(keys["budget"], pages)
+    if reset_used:
+        server.delete(keys["budget_used"])
+    limit = server.get(keys["budget"])
+    limit = int(limit) if limit is not None else _settings().getint("CRAWL_BUDGET")
+    used = int(server.get(keys["budget_used"]) or 0)
+    click.echo(f"budget of {spider}: {limit or 'no limit'}; {used} requests taken; {server.zcard(keys['queue'])} queued")
 
 
 if __name__ == "__main__":

@@ -101,6 +101,8 @@ class RedisScheduler(Scheduler):
         sig.connect(self._flush_started, signal=ch_signals.flush_started)
         sig.connect(self._flush_succeeded, signal=ch_signals.flush_succeeded)
         sig.connect(self._flush_failed, signal=ch_signals.flush_failed)
+        sig.connect(self._store_backlog, signal=ch_signals.store_backlog)
+        self.store_full = False
 
     @classmethod
     def from_crawler(cls, crawler):
@@ -202,7 +204,7 @@ class RedisScheduler(Scheduler):
     def next_request(self):
         if self.local:
             return self.local.popleft()
-        if self.budget_exhausted:
+        if self.budget_exhausted or self.store_full:
             return None
         while True:
             try:
@@ -368,6 +370,11 @@ class RedisScheduler(Scheduler):
 
     def _flush_failed(self, tokens, **kwargs):
         self.ready[:0] = tokens
+
+    def _store_backlog(self, full, **kwargs):
+        self.store_full = full
+        if not full:
+            self._starved = True  # let the poller wake the engine
 
     # -- timers ------------------------------------------------------------------
     def _poll(self) -> None:

@@ -135,6 +135,7 @@ class MongoPipeline:
         self.close_retries = settings.getint("MONGO_CLOSE_RETRIES", 5)
         self.buffer_max = max(self.batch_size, settings.getint("MONGO_BUFFER_MAX", 1000))
         self.failures = 0
+        self.backlog = False
         self.database = settings.get("MONGO_DATABASE")
         self.quarantine_name = settings.get("MONGO_QUARANTINE_COLLECTION")
         self.home = settings.get("CRAWLHUB_HOME")
@@ -164,13 +165,24 @@ class MongoPipeline:
 
     async def process_item(self, item):
         self.buffer.append((item_meta(item), ItemAdapter(item).asdict()))
+        if len(self.buffer) >= self.buffer_max:
+            self._set_backlog(True)  # a write is slow or failing: take no new pages
         if len(self.buffer) >= self.batch_size:
             delay = 0.5
             while not await self.flush() and len(self.buffer) >= self.buffer_max:
-                # MongoDB is down and the buffer is full: wait for it (back-pressure)
+                # MongoDB is down and the buffer is full: the worker takes no new
+                # requests, and this item waits for MongoDB (back-pressure)
+                self._set_backlog(True)
                 await _sleep(delay)
                 delay = min(delay * 2, 30)
         return item
+
+    def _set_backlog(self, full: bool) -> None:
+        if full != self.backlog:
+            self.backlog = full
+            self.crawler.signals.send_catch_log(ch_signals.store_backlog, full=full)
+            if full:
+                logger.warning("%d items wait for MongoDB: taking no new requests until it is back", len(self.buffer))
 
     def item_dropped(self, item, response, exception, spider=None):
         if not isinstance(exception, InvalidItem):
@@ -207,15 +219,12 @@ class MongoPipeline:
             if tokens:  # their items were written by earlier flushes
                 self.crawler.signals.send_catch_log(ch_signals.flush_succeeded, tokens=tokens)
             return True
-        batch, self.buffer = self.buffer, []
-        quarantined, self.quarantined = self.quarantined, []
+        # write a snapshot; it leaves the buffers only once it is stored
+        batch, quarantined = list(self.buffer), list(self.quarantined)
         started = time.monotonic()
         try:
             counts = await maybe_deferred_to_future(threads.deferToThread(self.writer.write, batch, quarantined))
         except PyMongoError as exc:
-            # keep everything, oldest first, for the next flush
-            self.buffer[:0] = batch
-            self.quarantined[:0] = quarantined
             self.crawler.signals.send_catch_log(ch_signals.flush_failed, tokens=tokens)
             self.failures += 1
             self.crawler.stats.inc_value("mongo/write_errors")
@@ -225,9 +234,13 @@ class MongoPipeline:
                 len(batch), type(exc).__name__, str(exc)[:300], self.failures,
             )
             return False
+        del self.buffer[: len(batch)]
+        del self.quarantined[: len(quarantined)]
         if self.failures:
             logger.info("MongoDB is back after %d failed writes; %d items written", self.failures, len(batch))
         self.failures = 0
+        if len(self.buffer) < self.buffer_max:
+            self._set_backlog(False)
         self.crawler.signals.send_catch_log(ch_signals.flush_succeeded, tokens=tokens)
         stats = self.crawler.stats
         for name, value in counts.items():

@@ -1,0 +1,108 @@
+"""Integration: workers killed with SIGKILL, MongoDB stopped, Redis restarted: nothing lost, nothing doubled."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import Counter
+
+import pymongo
+
+from crawlhub.services import EmbeddedMongo, EmbeddedRedis
+from crawlhub.sites import shop_pages
+from tests.harness import crawl_env, start_worker, wait_all
+
+# fast lease expiry so that a killed worker's requests come back within seconds
+LEASES = {"LEASE_TTL": 3, "LEASE_RECLAIM_INTERVAL": 1, "MAX_IDLE_TIME_BEFORE_CLOSE": 3}
+
+
+def assert_complete(shop, pages, mongo_products, products: int, redis_client):
+    fetched = Counter(shop.fetched("/shop"))
+    assert set(fetched) == set(pages), f"never fetched: {sorted(set(pages) - set(fetched))[:10]}"
+    docs = list(mongo_products.find({}, {"id": 1}))
+    counts = Counter(d["id"] for d in docs)
+    assert len(counts) == products and max(counts.values()) == 1, (len(docs), len(counts))
+    assert redis_client.zcard("scrapeme:inflight") == 0
+    assert redis_client.zcard("scrapeme:requests") == 0 and redis_client.zcard("scrapeme:delayed") == 0
+    assert redis_client.llen("scrapeme:dlq") == 0, redis_client.lrange("scrapeme:dlq", 0, -1)
+    return fetched
+
+
+def test_chaos_sigkill_workers_lose_nothing(env, site, redis_client, mongo_db, tmp_path):
+    pages = shop_pages(300 * 4, 4, window=6)  # 300 pages, 1200 products
+    shop = site(pages, delay=(0.05, 0.25))
+    redis_client.lpush("scrapeme:start_urls", f"{shop.url}/shop/")
+    rng = random.Random(7)
+    workers = [start_worker("scrapeme", env, tmp_path, f"w{i}", CONCURRENT_REQUESTS=4, **LEASES) for i in range(3)]
+    started, kills = time.monotonic(), 0
+    while len(set(shop.fetched("/shop"))) < len(pages) * 0.8 and time.monotonic() - started < 120:
+        time.sleep(rng.uniform(2.0, 3.5))
+        victim = rng.choice([w for w in workers if w.proc.poll() is None])
+        victim.proc.kill()  # SIGKILL: no goodbye, its leases just stop being renewed
+        victim.proc.wait()
+        kills += 1
+        workers.remove(victim)
+        workers.append(start_worker("scrapeme", env, tmp_path, f"w{kills + 2}", CONCURRENT_REQUESTS=4, **LEASES))
+    assert kills >= 3, "the crawl ended before the chaos did anything"
+    wait_all(workers, 180)
+    duration = time.monotonic() - started
+
+    fetched = assert_complete(shop, pages, mongo_db.products, 1200, redis_client)
+    reclaimed = int(redis_client.hget("scrapeme:stats", "reclaimed") or 0)
+    print(f"\nchaos: {kills} kills, {len(pages)} pages, {sum(fetched.values())} fetches "
+          f"({reclaimed} leases reclaimed), 1200 items, {duration:.1f}s")
+    assert reclaimed > 0, "no worker died holding a lease: the test proved nothing"
+
+
+def test_mongodb_stopped_for_10s_mid_crawl(env, site, redis_client, tmp_path):
+    mongo = EmbeddedMongo(tmp_path / "own-mongo")
+    mongo.ensure()
+    try:
+        env = dict(env, MONGO_URI=mongo.url(), MONGO_SERVER_SELECTION_TIMEOUT_MS="1000", MONGO_DATABASE="outage",
+                   MONGO_BATCH_SIZE="8", MONGO_BUFFER_MAX="24")
+        pages = shop_pages(60 * 8, 8, window=4)
+        shop = site(pages, delay=0.15)
+        redis_client.lpush("scrapeme:start_urls", f"{shop.url}/shop/")
+        workers = [start_worker("scrapeme", env, tmp_path, f"w{i}", CONCURRENT_REQUESTS=2, **LEASES) for i in range(2)]
+        while len(shop.fetched("/shop")) < 15:
+            time.sleep(0.1)
+        mongo.stop()
+        fetched_at_stop = len(shop.fetched("/shop"))
+        time.sleep(10)
+        fetched_during_outage = len(shop.fetched("/shop")) - fetched_at_stop
+        mongo.ensure()  # same port, same data
+        wait_all(workers, 180)
+        client = pymongo.MongoClient(mongo.url())
+        assert_complete(shop, pages, client.outage.products, 480, redis_client)
+        assert any("MongoDB write of" in w.log() and "MongoDB is back" in w.log() for w in workers)
+        # a full buffer (3 pages of items per worker) stops the workers taking requests
+        # (pages already taken still finish: 2 at a time per worker)
+        assert fetched_during_outage <= 20, f"{fetched_during_outage} pages fetched while MongoDB was down"
+        assert any("taking no new requests until it is back" in w.log() for w in workers)
+        client.close()
+    finally:
+        mongo.stop()
+
+
+def test_redis_restarted_mid_crawl(site, mongo_uri, mongo_db, tmp_path):
+    server = EmbeddedRedis(tmp_path / "own-redis")
+    server.ensure()
+    try:
+        env = crawl_env(server.url(), mongo_uri, mongo_db.name, tmp_path / "home")
+        import redis
+
+        client = redis.Redis.from_url(server.url())
+        pages = shop_pages(60 * 8, 8, window=4)
+        shop = site(pages, delay=0.15)
+        client.lpush("scrapeme:start_urls", f"{shop.url}/shop/")
+        workers = [start_worker("scrapeme", env, tmp_path, f"w{i}", CONCURRENT_REQUESTS=2, **LEASES) for i in range(2)]
+        while len(shop.fetched("/shop")) < 15:
+            time.sleep(0.1)
+        server.stop()  # SIGTERM: Redis writes its AOF and exits
+        time.sleep(2)
+        server.ensure()  # same port, same AOF
+        wait_all(workers, 180)
+        assert_complete(shop, pages, mongo_db.products, 480, client)
+        assert client.scard("scrapeme:dupefilter") == len(pages)
+    finally:
+        server.stop()
