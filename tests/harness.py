@@ -88,3 +88,9 @@ def crawl_env(redis_url: str, mongo_uri: str, database: str, home: Path, **extra
     )
     env.update({k: str(v) for k, v in extra.items()})
     return env
+
+
+def cli(env: dict, *args: str, input: str | None = None) -> subprocess.CompletedProcess:
+    """Run the `crawlhub` command with `env`."""
+    return subprocess.run([sys.executable, "-m", "crawlhub.cli", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60, input=input)

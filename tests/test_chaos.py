@@ -28,6 +28,17 @@ def assert_complete(shop, pages, mongo_products, products: int, redis_client):
     return fetched
 
 
+def crawl_until(env, site, seed_client, tmp_path, fetched: int):
+    """Start 2 workers on a 60-page shop and return once `fetched` pages are fetched."""
+    pages = shop_pages(60 * 8, 8, window=4)
+    shop = site(pages, delay=0.15)
+    seed_client.lpush("scrapeme:start_urls", f"{shop.url}/shop/")
+    workers = [start_worker("scrapeme", env, tmp_path, f"w{i}", CONCURRENT_REQUESTS=2, **LEASES) for i in range(2)]
+    while len(shop.fetched("/shop")) < fetched:
+        time.sleep(0.1)
+    return shop, pages, workers
+
+
 def test_chaos_sigkill_workers_lose_nothing(env, site, redis_client, mongo_db, tmp_path):
     pages = shop_pages(300 * 4, 4, window=6)  # 300 pages, 1200 products
     shop = site(pages, delay=(0.05, 0.25))
@@ -60,12 +71,7 @@ def test_mongodb_stopped_for_10s_mid_crawl(env, site, redis_client, tmp_path):
     try:
         env = dict(env, MONGO_URI=mongo.url(), MONGO_SERVER_SELECTION_TIMEOUT_MS="1000", MONGO_DATABASE="outage",
                    MONGO_BATCH_SIZE="8", MONGO_BUFFER_MAX="24")
-        pages = shop_pages(60 * 8, 8, window=4)
-        shop = site(pages, delay=0.15)
-        redis_client.lpush("scrapeme:start_urls", f"{shop.url}/shop/")
-        workers = [start_worker("scrapeme", env, tmp_path, f"w{i}", CONCURRENT_REQUESTS=2, **LEASES) for i in range(2)]
-        while len(shop.fetched("/shop")) < 15:
-            time.sleep(0.1)
+        shop, pages, workers = crawl_until(env, site, redis_client, tmp_path, 15)
         mongo.stop()
         fetched_at_stop = len(shop.fetched("/shop"))
         time.sleep(10)
@@ -92,12 +98,7 @@ def test_redis_restarted_mid_crawl(site, mongo_uri, mongo_db, tmp_path):
         import redis
 
         client = redis.Redis.from_url(server.url())
-        pages = shop_pages(60 * 8, 8, window=4)
-        shop = site(pages, delay=0.15)
-        client.lpush("scrapeme:start_urls", f"{shop.url}/shop/")
-        workers = [start_worker("scrapeme", env, tmp_path, f"w{i}", CONCURRENT_REQUESTS=2, **LEASES) for i in range(2)]
-        while len(shop.fetched("/shop")) < 15:
-            time.sleep(0.1)
+        shop, pages, workers = crawl_until(env, site, client, tmp_path, 15)
         server.stop()  # SIGTERM: Redis writes its AOF and exits
         time.sleep(2)
         server.ensure()  # same port, same AOF

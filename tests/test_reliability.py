@@ -3,19 +3,14 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections import Counter
 
 from crawlhub.sites import shop_pages
-from tests.harness import ROOT, run_workers, worker_records
+from tests.harness import cli, run_workers, worker_records
 
 FAST_RETRY = {"RETRY_BACKOFF_BASE": 0.2, "RETRY_TIMES": 2}
 
 
-def cli(env, *args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "crawlhub.cli", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=60)
 
 
 class Flaky:

@@ -3,18 +3,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 from crawlhub.sites import product_price, shop_pages
-from tests.harness import ROOT, run_workers
+from tests.harness import cli, run_workers
 from tests.sites.quotes import quote_pages
 
 
-def cli(env, *args) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "crawlhub.cli", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
-    )
 
 
 def test_recrawl_refreshes_last_seen_and_rewrites_only_what_changed(env, site, redis_client, mongo_db, tmp_path):
