@@ -31,8 +31,11 @@ class Flaky:
 def test_retries_then_success_and_dead_letters_requeued_after_a_fix(env, site, redis_client, mongo_db, tmp_path):
     flaky = Flaky({"/shop/page/2/": 2, "/shop/page/3/": 10**9})
     shop = site(shop_pages(24, 8), handler=flaky)
-    redis_client.lpush("scrapeme:start_urls", f"{shop.url}/shop/")
+    redis_client.lpush("scrapeme:start_urls", f"{shop.url}/shop/", f"{shop.url}/shop/page/99/")
     (worker,) = run_workers("scrapeme", env, tmp_path, 1, **FAST_RETRY)
+    # a 404 is permanent: fetched once, not retried, counted for its domain
+    assert Counter(shop.fetched("/shop"))["/shop/page/99/"] == 1
+    assert redis_client.hget("scrapeme:stats", "permanent_failures:127.0.0.1") == b"1"
 
     fetched = Counter(shop.fetched("/shop"))
     assert fetched["/shop/page/2/"] == 3, "failed twice, then succeeded"
