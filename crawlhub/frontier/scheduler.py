@@ -348,6 +348,8 @@ class RedisScheduler(Scheduler):
             logger.error("Gave up on %s after %d attempts (%s); in %s", lease.url, record["attempts"], error, self.keys.dlq)
 
     def permanent_failure(self, request, status: int) -> None:
+        if self.lease_of(request) is None:  # robots.txt and other side requests do not count
+            return
         domain = urlsplit(request.url).hostname or "?"
         self.stats.inc_value(f"permanent_failures/{domain}")
         try:
