@@ -15,7 +15,6 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from pathlib import Path
 
 import pymongo
 from scrapy.utils.project import get_project_settings

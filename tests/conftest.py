@@ -27,7 +27,7 @@ def services_home(tmp_path_factory):
 @pytest.fixture(scope="session")
 def redis_server(services_home):
     server = EmbeddedRedis(services_home)
-    url = server.ensure()
+    server.ensure()
     yield server
     server.stop()
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 
 from crawlhub.sites import shop_pages, shop_products

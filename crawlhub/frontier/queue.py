@@ -1,8 +1,10 @@
 """The shared request queue: scrapy-redis's priority queue, JSON-encoded.
 
-A payload that does not decode (pickle, garbage, a class or callback we do
-not allow) is never executed: it is logged with the reason and set aside in
-``<spider>:bad_requests`` for inspection, and the next request is taken.
+RedisScheduler takes requests through a lease script
+(:mod:`crawlhub.frontier.leases`); this class supplies the encoding and what
+happens to a payload that does not decode (pickle, garbage, a class or
+callback we do not allow): it is never executed, but logged with the reason
+and set aside in ``<spider>:bad_requests`` for inspection.
 """
 
 from __future__ import annotations
@@ -16,10 +18,6 @@ from scrapy_redis.queue import PriorityQueue
 from crawlhub.frontier.serializer import DEFAULT_ALLOWED_CLASSES, DecodeError, RequestSerializer
 
 logger = logging.getLogger(__name__)
-
-# Undecodable payloads skipped per pop() before it gives up for this tick.
-MAX_SKIPS_PER_POP = 100
-
 
 class JsonPriorityQueue(PriorityQueue):
     """Redis sorted set of JSON requests (score = -priority)."""
@@ -51,20 +49,6 @@ class JsonPriorityQueue(PriorityQueue):
 
     def _decode_request(self, encoded_request):
         return self.serializer.decode(encoded_request)
-
-    def pop(self, timeout=0):
-        for _ in range(MAX_SKIPS_PER_POP):
-            pipe = self.server.pipeline()
-            pipe.multi()
-            pipe.zrange(self.key, 0, 0).zremrangebyrank(self.key, 0, 0)
-            results, _count = pipe.execute()
-            if not results:
-                return None
-            try:
-                return self._decode_request(results[0])
-            except DecodeError as exc:
-                self.set_aside(results[0], str(exc))
-        return None
 
     def set_aside(self, payload: bytes, reason: str) -> None:
         """Keep an undecodable payload in <spider>:bad_requests, with why."""

@@ -102,7 +102,7 @@ class MongoWriter:
         }
         now = datetime.now(timezone.utc)
         ops = []
-        for (_, doc), flt in zip(items, filters):
+        for (_, doc), flt in zip(items, filters, strict=True):
             digest = content_hash(doc)
             old = existing.get(tuple(str(v) for v in flt.values()), None)
             if old == digest:
