@@ -15,7 +15,7 @@ import time
 
 from scrapy_redis.queue import PriorityQueue
 
-from crawlhub.frontier.serializer import DEFAULT_ALLOWED_CLASSES, DecodeError, RequestSerializer
+from crawlhub.frontier.serializer import DEFAULT_ALLOWED_CLASSES, RequestSerializer
 
 logger = logging.getLogger(__name__)
 
