@@ -40,13 +40,13 @@ class Worker:
             self.proc.wait()
 
 
-def start_worker(spider: str, env: dict, logdir: Path, name: str, **settings) -> Worker:
+def start_worker(spider: str, env: dict, logdir: Path, name: str, cwd: Path = ROOT, **settings) -> Worker:
     cmd = [*SCRAPY, "crawl", spider]
     for key, value in settings.items():
         cmd += ["-s", f"{key}={value}"]
     log_path = logdir / f"{name}.log"
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
     worker = Worker(name, proc, log_path)
     STARTED.append(worker)
     return worker

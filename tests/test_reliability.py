@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import shutil
 from collections import Counter
 
 from crawlhub.sites import shop_pages
-from tests.harness import cli, run_workers, worker_records
+from tests.harness import ROOT, cli, run_workers, start_worker, wait_all, worker_records
 
 FAST_RETRY = {"RETRY_BACKOFF_BASE": 0.2, "RETRY_TIMES": 2}
 
@@ -89,3 +90,39 @@ def test_budget_of_50_pages_across_3_workers(env, site, redis_client, mongo_db, 
     assert left > 0 and redis_client.zcard("scrapeme:inflight") == 0
     assert any(f"left in the frontier: {left} queued" in w.log() for w in workers)
     assert f"50 requests taken; {left} queued" in cli(env, "budget", "scrapeme").stdout
+
+
+BROKEN_SPIDER = """
+from crawlhub.items import Page
+from crawlhub.spider import CrawlhubSpider
+
+
+class BrokenSpider(CrawlhubSpider):
+    name = "broken"
+
+    def parse(self, response):
+        yield Page(url=response.url, status=response.status, source_url=response.url)
+        if "boom" in response.url:
+            raise ValueError("the selector no longer matches")
+        yield from self.follow_links(response, response.css("a::attr(href)").getall())
+"""
+
+
+def test_callback_error_sends_the_page_to_the_dlq(env, site, redis_client, mongo_db, tmp_path):
+    project = tmp_path / "project"
+    (project / "spiders").mkdir(parents=True)
+    shutil.copy(ROOT / "scrapy.cfg", project)
+    (project / "spiders" / "__init__.py").write_text("")
+    (project / "spiders" / "broken.py").write_text(BROKEN_SPIDER)
+    pages = {p: f'<html><body><a href="/boom">x</a> <a href="/b">y</a></body></html>' for p in ("/a", "/boom", "/b")}
+    web = site(pages)
+    redis_client.lpush("broken:start_urls", f"{web.url}/a")
+    worker = start_worker("broken", dict(env, PYTHONPATH=str(ROOT)), tmp_path, "broken", cwd=project)
+    wait_all([worker], 60)
+
+    (letter,) = [json.loads(r) for r in redis_client.lrange("broken:dlq", 0, -1)]
+    assert letter["url"] == f"{web.url}/boom"
+    assert letter["error"] == "callback error: ValueError: the selector no longer matches"
+    assert letter["attempts"] == 1, "a callback error is not retried: the spider needs fixing"
+    assert sorted(d["url"] for d in mongo_db.pages.find()) == [f"{web.url}/{p}" for p in ("a", "b", "boom")]
+    assert redis_client.zcard("broken:inflight") == 0

@@ -270,13 +270,22 @@ class RedisScheduler(Scheduler):
     def _maybe_done(self, lease: Lease) -> None:
         if not lease.output_done or lease.outstanding > 0:
             return
-        if lease.error:
-            self._dead_letter(lease, json.loads(lease.payload).get("meta", {}), lease.error)
-        elif self.wait_for_store:
-            self.ready.append(lease.id)  # acked after the store's next flush
+        if self.wait_for_store:
+            self.ready.append(lease.id)  # ended after the store's next flush
         else:
-            self.leases.pop(lease.id, None)
-            self.ack([lease.id])
+            self._end([lease.id])
+
+    def _end(self, lease_ids) -> None:
+        """End leases whose items are stored: ack, or dead-letter if the callback failed."""
+        done = []
+        for lease_id in lease_ids:
+            lease = self.leases.pop(lease_id, None)
+            if lease is not None and lease.error:
+                self.leases[lease_id] = lease
+                self._dead_letter(lease, json.loads(lease.payload).get("meta", {}), lease.error)
+            else:
+                done.append(lease_id)
+        self.ack(done)
 
     def dropped(self, request, reason: str) -> None:
         """The request will not be fetched (robots, offsite...): its lease ends."""
@@ -366,9 +375,7 @@ class RedisScheduler(Scheduler):
         return tokens
 
     def _flush_succeeded(self, tokens, **kwargs):
-        for lease_id in tokens:
-            self.leases.pop(lease_id, None)
-        self.ack(tokens)
+        self._end(tokens)
 
     def _flush_failed(self, tokens, **kwargs):
         self.ready[:0] = tokens

@@ -15,6 +15,8 @@ lease is ready, and it is acked after the store's next flush.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 from scrapy import Request, signals
 from scrapy.exceptions import IgnoreRequest
 
@@ -58,14 +60,19 @@ class LeaseSpiderMiddleware:
         if scheduler is not None and response is not None:
             scheduler.item_finished(response)
 
-    async def process_spider_output_async(self, response, result):
+    @contextmanager
+    def _tracking(self, response):
+        """Yields a function to pass each output element through; reports the end."""
         scheduler = _scheduler(self.crawler)
+
+        def emitted(element):
+            if scheduler is not None and not isinstance(element, Request):
+                scheduler.item_emitted(response)
+            return element
+
         error = None
         try:
-            async for element in result:
-                if scheduler is not None and not isinstance(element, Request):
-                    scheduler.item_emitted(response)
-                yield element
+            yield emitted
         except Exception as exc:
             error = exc
             raise
@@ -73,17 +80,12 @@ class LeaseSpiderMiddleware:
             if scheduler is not None:
                 scheduler.output_finished(response, error)
 
+    async def process_spider_output_async(self, response, result):
+        with self._tracking(response) as emitted:
+            async for element in result:
+                yield emitted(element)
+
     def process_spider_output(self, response, result):
-        scheduler = _scheduler(self.crawler)
-        error = None
-        try:
+        with self._tracking(response) as emitted:
             for element in result:
-                if scheduler is not None and not isinstance(element, Request):
-                    scheduler.item_emitted(response)
-                yield element
-        except Exception as exc:
-            error = exc
-            raise
-        finally:
-            if scheduler is not None:
-                scheduler.output_finished(response, error)
+                yield emitted(element)
