@@ -145,7 +145,6 @@ class CrawlhubSpider(Spider):
             raise DontCloseSpider from None
         now = time.monotonic()
         busy = bool(scheduled)
-        counts = None
         frontier = getattr(scheduler, "frontier", None)
         if not busy and frontier is not None:
             try:

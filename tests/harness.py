@@ -29,7 +29,7 @@ class Worker:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-            raise AssertionError(f"worker {self.name} did not finish in {timeout}s; log:\n{self.log()[-4000:]}")
+            raise AssertionError(f"worker {self.name} did not finish in {timeout}s; log:\n{self.log()[-4000:]}") from None
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")

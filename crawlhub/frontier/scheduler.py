@@ -279,11 +279,11 @@ class RedisScheduler(Scheduler):
         """End leases whose items are stored: ack, or dead-letter if the callback failed."""
         done = []
         for lease_id in lease_ids:
-            lease = self.leases.pop(lease_id, None)
+            lease = self.leases.get(lease_id)
             if lease is not None and lease.error:
-                self.leases[lease_id] = lease
                 self._dead_letter(lease, json.loads(lease.payload).get("meta", {}), lease.error)
             else:
+                self.leases.pop(lease_id, None)
                 done.append(lease_id)
         self.ack(done)
 
