@@ -52,6 +52,27 @@ FRONTIER_REQUEST_CLASSES = [
 FRONTIER_POLL_INTERVAL = 0.5
 # Undecodable payloads are set aside in <spider>:bad_requests (capped).
 FRONTIER_BAD_REQUESTS_MAX = 10000
+# Ready domains a lease looks at, best head-of-queue priority first.
+FRONTIER_DOMAINS_PER_LEASE = 16
+
+# --- Politeness: per domain, for the whole cluster (docs/politeness.md) -----
+# Requests per second to one domain from all workers together ("4", "4/s",
+# "30/m", "100/h"; 0 = no limit), and downloads at once (0 = no limit).
+DOMAIN_RATE = "4/s"
+DOMAIN_CONCURRENCY = 8
+# Per-domain overrides: {"example.com": "1/s", "big.org": {"rate": "20/s", "concurrency": 16}}.
+# `crawlhub limits set DOMAIN RATE --concurrency N` overrides both at run time.
+DOMAIN_LIMITS = {}
+# Requests a domain may take back to back after a quiet spell (1 = strictly paced).
+DOMAIN_BURST = 1
+# Answers that slow a domain down for every worker (Retry-After blocks it
+# until then); each doubles the interval, up to DOMAIN_BACKOFF_MAX_FACTOR
+# times; each success multiplies the factor by DOMAIN_RECOVERY until it is 1.
+# A domain with no rate limit is slowed from DOMAIN_BACKOFF_BASE seconds.
+DOMAIN_SLOWDOWN_CODES = [429, 503]
+DOMAIN_BACKOFF_MAX_FACTOR = 32.0
+DOMAIN_RECOVERY = 0.8
+DOMAIN_BACKOFF_BASE = 0.5
 
 # --- Leases, retries, dead letters (docs/reliability.md) -------------------
 # Seconds a lease lasts without renewal; live workers renew every LEASE_TTL/3.
@@ -96,7 +117,11 @@ DOWNLOADER_MIDDLEWARES = {
     # closest to the engine: ends the lease of a dropped or failed request
     "crawlhub.middlewares.leases.LeaseDownloaderMiddleware": 10,
     "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
+    "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
+    "crawlhub.middlewares.robots.SharedRobotsMiddleware": 100,
     "crawlhub.middlewares.retry.FrontierRetryMiddleware": 550,
+    # closest to the download: sees every raw response (429, 3xx) first
+    "crawlhub.middlewares.politeness.PolitenessMiddleware": 950,
 }
 SPIDER_MIDDLEWARES = {
     # closest to the engine: knows when a page's output is all processed
@@ -106,9 +131,21 @@ SPIDER_MIDDLEWARES = {
 # --- Crawling -------------------------------------------------------------
 # Name yourself to the sites you crawl: "mycrawler/1.0 (+https://example.org/bot)"
 USER_AGENT = "crawlhub/0.1"
+# robots.txt is fetched once per origin per ROBOTSTXT_TTL seconds for the
+# whole cluster and kept in Redis (crawlhub:robots:<origin>). Google's rules:
+# 4xx = allow all; 5xx, 429 or no answer = disallow all, and the origin's
+# requests wait ROBOTSTXT_ERROR_RETRY seconds before it is fetched again.
 ROBOTSTXT_OBEY = True
+# The name matched against robots.txt's User-agent lines; empty = USER_AGENT.
+ROBOTSTXT_USER_AGENT = ""
+ROBOTSTXT_TTL = 86400
+ROBOTSTXT_ERROR_RETRY = 600
+ROBOTSTXT_TIMEOUT = 10
+# Larger robots.txt files are cut here (Google reads 500 KiB).
+ROBOTSTXT_MAX_BYTES = 512000
 CONCURRENT_REQUESTS = 16
-CONCURRENT_REQUESTS_PER_DOMAIN = 8
+# Per worker; the cluster-wide cap per domain is DOMAIN_CONCURRENCY.
+CONCURRENT_REQUESTS_PER_DOMAIN = 16
 DOWNLOAD_DELAY = 0.0
 DOWNLOAD_TIMEOUT = 30
 DEPTH_LIMIT = 0

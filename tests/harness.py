@@ -84,6 +84,9 @@ def crawl_env(redis_url: str, mongo_uri: str, database: str, home: Path, **extra
             "MAX_IDLE_TIME_BEFORE_CLOSE": "2",
             "MONGO_FLUSH_INTERVAL": "0.5",
             "PYTHONWARNINGS": "error::DeprecationWarning:scrapy_redis,default",
+            # politeness is tested in test_politeness; elsewhere local sites go at full speed
+            "DOMAIN_RATE": "0",
+            "DOMAIN_CONCURRENCY": "0",
         }
     )
     env.update({k: str(v) for k, v in extra.items()})
@@ -94,3 +97,8 @@ def cli(env: dict, *args: str, input: str | None = None) -> subprocess.Completed
     """Run the `crawlhub` command with `env`."""
     return subprocess.run([sys.executable, "-m", "crawlhub.cli", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=60, input=input)
+
+
+def queued(client, spider: str) -> int:
+    """Requests waiting in SPIDER's per-domain queues."""
+    return sum(client.zcard(f"{spider}:requests:{d.decode()}") for d in client.zrange(f"{spider}:domains", 0, -1))

@@ -10,7 +10,7 @@ import pymongo
 
 from crawlhub.services import EmbeddedMongo, EmbeddedRedis
 from crawlhub.sites import shop_pages
-from tests.harness import crawl_env, start_worker, wait_all
+from tests.harness import crawl_env, queued, start_worker, wait_all
 
 # fast lease expiry so that a killed worker's requests come back within seconds
 LEASES = {"LEASE_TTL": 3, "LEASE_RECLAIM_INTERVAL": 1, "MAX_IDLE_TIME_BEFORE_CLOSE": 3}
@@ -23,7 +23,7 @@ def assert_complete(shop, pages, mongo_products, products: int, redis_client):
     counts = Counter(d["id"] for d in docs)
     assert len(counts) == products and max(counts.values()) == 1, (len(docs), len(counts))
     assert redis_client.zcard("scrapeme:inflight") == 0
-    assert redis_client.zcard("scrapeme:requests") == 0 and redis_client.zcard("scrapeme:delayed") == 0
+    assert queued(redis_client, "scrapeme") == 0 and redis_client.zcard("scrapeme:delayed") == 0
     assert redis_client.llen("scrapeme:dlq") == 0, redis_client.lrange("scrapeme:dlq", 0, -1)
     return fetched
 

@@ -12,7 +12,7 @@ import redis
 
 from crawlhub.services import free_port
 from crawlhub.sites import shop_pages
-from tests.harness import run_workers, start_worker
+from tests.harness import queued, run_workers, start_worker
 
 
 def test_redis_down_is_a_clear_error_and_a_failed_exit(env, tmp_path):
@@ -50,7 +50,7 @@ def test_mongodb_down_loses_nothing_and_says_where_items_went(env, site, redis_c
     assert {r["collection"] for r in rows} == {"products"}
     # and the pages themselves went back to the queue for the next worker
     assert redis_client.zcard("scrapeme:inflight") == 0
-    assert redis_client.zcard("scrapeme:requests") == 2
+    assert queued(redis_client, "scrapeme") == 2
     assert "Gave 2 unfinished requests back to the shared queue" in log
 
 

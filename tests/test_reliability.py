@@ -6,8 +6,9 @@ import json
 import shutil
 from collections import Counter
 
+from crawlhub.frontier.leases import domain_of
 from crawlhub.sites import shop_pages
-from tests.harness import ROOT, cli, run_workers, start_worker, wait_all, worker_records
+from tests.harness import ROOT, cli, queued, run_workers, start_worker, wait_all, worker_records
 
 FAST_RETRY = {"RETRY_BACKOFF_BASE": 0.2, "RETRY_TIMES": 2}
 
@@ -36,7 +37,7 @@ def test_retries_then_success_and_dead_letters_requeued_after_a_fix(env, site, r
     (worker,) = run_workers("scrapeme", env, tmp_path, 1, **FAST_RETRY)
     # a 404 is permanent: fetched once, not retried, counted for its domain
     assert Counter(shop.fetched("/shop"))["/shop/page/99/"] == 1
-    assert redis_client.hget("scrapeme:stats", "permanent_failures:127.0.0.1") == b"1"
+    assert redis_client.hget("scrapeme:stats", f"permanent_failures:{domain_of(shop.url)}") == b"1"
 
     fetched = Counter(shop.fetched("/shop"))
     assert fetched["/shop/page/2/"] == 3, "failed twice, then succeeded"
@@ -86,7 +87,7 @@ def test_budget_of_50_pages_across_3_workers(env, site, redis_client, mongo_db, 
     assert len(fetched) == 50, f"{len(fetched)} pages fetched"
     assert len(set(fetched)) == 50
     assert {r["reason"] for r in worker_records(redis_client, "scrapeme")} == {"budget_exhausted"}
-    left = redis_client.zcard("scrapeme:requests")
+    left = queued(redis_client, "scrapeme")
     assert left > 0 and redis_client.zcard("scrapeme:inflight") == 0
     assert any(f"left in the frontier: {left} queued" in w.log() for w in workers)
     assert f"50 requests taken; {left} queued" in cli(env, "budget", "scrapeme").stdout

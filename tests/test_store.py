@@ -55,7 +55,8 @@ def test_undecodable_queue_payloads_are_set_aside_not_run(env, site, redis_clien
         def __reduce__(self):
             return (open, (str(marker), "w"))
 
-    redis_client.zadd("scrapeme:requests", {pickle.dumps(Exploit()): 0, b"{garbage": 0, b'{"url": "http://x/", "_class": "os.system"}': 0})
+    redis_client.zadd("scrapeme:domains", {"x": 0})
+    redis_client.zadd("scrapeme:requests:x", {pickle.dumps(Exploit()): 0, b"{garbage": 0, b'{"url": "http://x/", "_class": "os.system"}': 0})
     redis_client.lpush("scrapeme:start_urls", f"{shop.url}/shop/")
     (worker,) = run_workers("scrapeme", env, tmp_path, 1)
 

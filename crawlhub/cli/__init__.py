@@ -9,16 +9,15 @@ from __future__ import annotations
 import json
 import sys
 import time
+from dataclasses import asdict
 
 import click
 from scrapy.utils.project import get_project_settings
 
 from crawlhub import services
 from crawlhub.config import redact_url
-from dataclasses import asdict
-
 from crawlhub.extensions import workers_key
-from crawlhub.frontier.leases import Keys
+from crawlhub.frontier.leases import Frontier, Keys, domain_of
 from crawlhub.seeds import BadSeed, parse_seed
 
 
@@ -42,6 +41,16 @@ def spider_keys(settings, spider: str) -> dict[str, str]:
     keys = asdict(Keys.for_spider(settings, spider))
     keys.update(bad_seeds=f"{spider}:bad_seeds", bad_requests=f"{spider}:bad_requests", workers=workers_key(spider))
     return keys
+
+
+def existing_spider_keys(server, settings, spider: str) -> list[str]:
+    """spider_keys plus the per-domain queues that exist now (what `reset` deletes)."""
+    named = spider_keys(settings, spider)
+    return list(named.values()) + [k.decode() for k in server.scan_iter(named["queue"] + ":*", count=1000)]
+
+
+def _frontier(server, settings, spider: str) -> Frontier:
+    return Frontier(server, Keys.for_spider(settings, spider), spider)
 
 
 @click.group()
@@ -93,11 +102,13 @@ def status(spider, as_json):
     settings = _settings()
     server = _redis()
     keys = spider_keys(settings, spider)
+    per_domain = _frontier(server, settings, spider).queued()
+    queued = sum(per_domain.values())
     pipe = server.pipeline(transaction=False)
-    pipe.llen(keys["seeds"]).zcard(keys["queue"]).zcard(keys["inflight"]).zcard(keys["delayed"])
+    pipe.llen(keys["seeds"]).zcard(keys["inflight"]).zcard(keys["delayed"])
     pipe.llen(keys["dlq"]).scard(keys["dupefilter"]).llen(keys["bad_seeds"]).llen(keys["bad_requests"])
     pipe.get(keys["budget"]).get(keys["budget_used"]).hgetall(keys["stats"]).hgetall(keys["workers"])
-    (seeds, queued, inflight, delayed, dlq, seen, bad_seeds, bad_requests,
+    (seeds, inflight, delayed, dlq, seen, bad_seeds, bad_requests,
      budget, budget_used, stats, workers) = pipe.execute()
     workers = sorted((json.loads(v) for v in workers.values()), key=lambda w: w["started_at"])
     budget = int(budget) if budget else settings.getint("CRAWL_BUDGET")
@@ -106,11 +117,15 @@ def status(spider, as_json):
         "dlq": dlq, "seen": seen, "bad_seeds": bad_seeds, "bad_requests": bad_requests,
         "budget": budget, "budget_used": int(budget_used or 0),
         "counters": {k.decode(): int(v) for k, v in stats.items()}, "workers": workers,
+        "queued_by_domain": per_domain,
     }
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return
     click.echo(f"spider {spider}: {seeds} seeds waiting, {queued} requests queued, {seen} URLs seen")
+    if per_domain:
+        top = sorted(per_domain.items(), key=lambda kv: -kv[1])[:10]
+        click.echo("queued by domain: " + ", ".join(f"{d}={n}" for d, n in top) + (" ..." if len(per_domain) > 10 else ""))
     click.echo(f"in flight: {inflight}   waiting to retry: {delayed}   dead letters: {dlq}")
     click.echo(f"bad seeds: {bad_seeds}   bad request payloads: {bad_requests}")
     if budget:
@@ -169,10 +184,12 @@ def bad_seeds(spider, limit, clear):
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 def reset(spider, yes):
     """Delete SPIDER's whole frontier: seeds, queue, dupefilter, bad lists, workers."""
-    keys = list(spider_keys(_settings(), spider).values())
+    server = _redis()
+    settings = _settings()
+    named = spider_keys(settings, spider)
     if not yes:
-        click.confirm(f"Delete {', '.join(keys)}?", abort=True)
-    removed = _redis().delete(*keys)
+        click.confirm(f"Delete {', '.join(named.values())} and {named['queue']}:<domain>?", abort=True)
+    removed = server.delete(*existing_spider_keys(server, settings, spider))
     click.echo(f"deleted {removed} key(s) of {spider}")
 
 
@@ -222,7 +239,9 @@ def dlq_requeue(spider, indexes, everything):
     if not indexes and not everything:
         raise click.UsageError("name the INDEXES to requeue (see `crawlhub dlq list`), or --all")
     server = _redis()
-    keys = spider_keys(_settings(), spider)
+    settings = _settings()
+    keys = spider_keys(settings, spider)
+    frontier = _frontier(server, settings, spider)
     entries = _dlq_entries(server, keys["dlq"])
     chosen = range(len(entries)) if everything else indexes
     done = 0
@@ -236,12 +255,11 @@ def dlq_requeue(spider, indexes, everything):
             meta.pop(key, None)
         request["dont_filter"] = True
         payload = json.dumps(request, separators=(",", ":"), ensure_ascii=False)
-        pipe = server.pipeline()  # MULTI: the letter leaves the DLQ only if it is queued
-        pipe.lrem(keys["dlq"], 1, raw).zadd(keys["queue"], {payload: -int(request.get("priority", 0))})
-        removed, _ = pipe.execute()
-        done += removed
+        # first queued, then removed: a crash in between leaves a duplicate letter, never a lost one
+        frontier.push(payload, int(request.get("priority", 0)), domain_of(record["url"]))
+        done += server.lrem(keys["dlq"], 1, raw)
         click.echo(f"requeued {record['url']}")
-    click.echo(f"{done} request(s) back in {keys['queue']}")
+    click.echo(f"{done} request(s) back in {keys['queue']}:<domain>")
 
 
 @dlq.command("purge")
@@ -266,7 +284,8 @@ def dlq_purge(spider, yes):
 def budget(spider, pages, clear, reset_used):
     """Show or set SPIDER's cluster-wide crawl budget (requests the cluster may take)."""
     server = _redis()
-    keys = spider_keys(_settings(), spider)
+    settings = _settings()
+    keys = spider_keys(settings, spider)
     if clear:
         server.delete(keys["budget"])
     elif pages is not None:
@@ -278,7 +297,106 @@ def budget(spider, pages, clear, reset_used):
     limit = server.get(keys["budget"])
     limit = int(limit) if limit is not None else _settings().getint("CRAWL_BUDGET")
     used = int(server.get(keys["budget_used"]) or 0)
-    click.echo(f"budget of {spider}: {limit or 'no limit'}; {used} requests taken; {server.zcard(keys['queue'])} queued")
+    queued = sum(_frontier(server, settings, spider).queued().values())
+    click.echo(f"budget of {spider}: {limit or 'no limit'}; {used} requests taken; {queued} queued")
+
+
+# -- politeness --------------------------------------------------------------------
+@main.group()
+def limits():
+    """Per-domain rate and concurrency for the whole cluster (docs/politeness.md)."""
+
+
+@limits.command("set")
+@click.argument("domain")
+@click.argument("rate", required=False)
+@click.option("--concurrency", type=int, help="Downloads at once from all workers (0 = no limit).")
+def limits_set(domain, rate, concurrency):
+    """Limit DOMAIN to RATE (5/s, 30/m, 100/h, none) and/or --concurrency N; every worker applies it on its next lease."""
+    from crawlhub.frontier.politeness import BadLimit, set_limit
+
+    if rate is None and concurrency is None:
+        raise click.UsageError("give a RATE, --concurrency N, or both")
+    try:
+        limit = set_limit(_redis(), _domain(domain), rate, concurrency)
+    except BadLimit as exc:
+        raise click.BadParameter(str(exc)) from None
+    click.echo(f"{_domain(domain)}: {_limit_text(limit)}")
+
+
+@limits.command("clear")
+@click.argument("domain")
+def limits_clear(domain):
+    """Remove DOMAIN's run-time limit (the settings apply again)."""
+    from crawlhub.frontier.politeness import clear_limit
+
+    removed = clear_limit(_redis(), _domain(domain))
+    click.echo(f"{_domain(domain)}: {'run-time limit removed' if removed else 'had no run-time limit'}")
+
+
+@limits.command("show")
+@click.argument("domains", nargs=-1)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def limits_show(domains, as_json):
+    """Each domain's limit, current rate, slow-down and robots.txt state."""
+    from crawlhub.frontier.politeness import (
+        Politeness,
+        domain_state,
+        format_rate,
+        get_limit,
+        known_domains,
+    )
+    from crawlhub.middlewares.robots import robots_state
+
+    settings = _settings()
+    server = _redis()
+    defaults = Politeness.from_settings(server, settings)
+    rows = []
+    for domain in [_domain(d) for d in domains] or known_domains(server):
+        runtime = get_limit(server, domain)
+        configured = (defaults.domains or {}).get(domain)
+        limit = {"rate": defaults.rate, "concurrency": defaults.concurrency}
+        limit.update(configured or {})
+        limit.update(runtime or {})
+        row = domain_state(server, domain)
+        row.update(limit=limit, source="run time" if runtime else "settings" if configured else "default")
+        row["robots"] = {o: r for o in (f"http://{domain}", f"https://{domain}") if (r := robots_state(server, o))}
+        rows.append(row)
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        click.echo("no domain crawled yet and no run-time limits")
+    for row in rows:
+        extra = []
+        if row["factor"] > 1:
+            extra.append(f"slowed x{row['factor']:g} ({row['slowdowns']} slow-downs)")
+        if row["blocked_for"]:
+            extra.append(f"blocked {row['blocked_for']:g}s more")
+        if row["crawl_delay"]:
+            extra.append(f"Crawl-delay {row['crawl_delay']:g}s")
+        for origin, r in row["robots"].items():
+            extra.append(f"robots {origin.split(':')[0]}: {r['state']}" + (f" ({r['error']})" if r["error"] else ""))
+        click.echo(
+            f"{row['domain']:32} limit {format_rate(row['limit']['rate']):>9} x{row['limit']['concurrency'] or '∞'} "
+            f"({row['source']})  now {row['rate_now']:g}/s, {row['active']} active  " + "; ".join(extra)
+        )
+
+
+def _domain(value: str) -> str:
+    """A domain as crawlhub keys it; a URL is accepted too."""
+    return domain_of(value if "://" in value else f"http://{value}")
+
+
+def _limit_text(limit: dict) -> str:
+    from crawlhub.frontier.politeness import format_rate
+
+    parts = []
+    if "rate" in limit:
+        parts.append(f"rate {format_rate(limit['rate'])}")
+    if "concurrency" in limit:
+        parts.append(f"concurrency {limit['concurrency'] or 'no limit'}")
+    return ", ".join(parts)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,6 @@ import random
 import time
 from collections import deque
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 import redis
 from scrapy.utils.misc import load_object
@@ -38,7 +37,8 @@ from twisted.internet import task
 from crawlhub import signals as ch_signals
 from crawlhub.connection import connect_redis
 from crawlhub.frontier.dupefilter import RedisDupeFilter
-from crawlhub.frontier.leases import BUDGET_EXHAUSTED, Frontier, Keys
+from crawlhub.frontier.leases import BUDGET_EXHAUSTED, Frontier, Keys, domain_of
+from crawlhub.frontier.politeness import Politeness
 from crawlhub.frontier.serializer import DecodeError, EncodeError
 from crawlhub.spider import worker_id
 
@@ -95,6 +95,8 @@ class RedisScheduler(Scheduler):
         self.poll_interval = settings.getfloat("FRONTIER_POLL_INTERVAL")
         self.timers: list[task.LoopingCall] = []
         self._starved = False
+        self._not_before = 0.0  # monotonic time before which no domain can be ready
+        self._wakeup = None
         self._last_renew = self._last_reclaim = 0.0
         sig = crawler.signals
         sig.connect(self._store_opened, signal=ch_signals.store_opened)
@@ -113,7 +115,10 @@ class RedisScheduler(Scheduler):
         self.spider = spider
         settings = self.crawler.settings
         self.keys = Keys.for_spider(settings, spider.name)
-        self.frontier = Frontier(self.server, self.keys)
+        self.politeness = Politeness.from_settings(self.server, settings)
+        self.frontier = Frontier(
+            self.server, self.keys, spider.name, self.politeness.config(), settings.getint("FRONTIER_DOMAINS_PER_LEASE")
+        )
         self.queue = load_object(self.queue_cls)(
             server=self.server,
             spider=spider,
@@ -141,6 +146,8 @@ class RedisScheduler(Scheduler):
         for timer in self.timers:
             if timer.running:
                 timer.stop()
+        if self._wakeup is not None and self._wakeup.active():
+            self._wakeup.cancel()
         self._retry_unsent()
         returned = 0
         for lease in list(self.leases.values()):
@@ -173,16 +180,18 @@ class RedisScheduler(Scheduler):
                 self.ack([ends])
             return True
         fp = self.df.request_fingerprint(request)
+        args = (fp, payload, request.priority, request.dont_filter, ends, domain_of(request.url))
         try:
-            added = self.frontier.enqueue(fp, payload, request.priority, request.dont_filter, ends)
+            added = self.frontier.enqueue(*args)
         except redis.RedisError as exc:
             logger.warning("Redis unavailable (%s): holding %s until it is back", exc, request.url)
-            self.unsent.append((fp, payload, request.priority, request.dont_filter, ends))
+            self.unsent.append(args)
             return True
         if not added:
             self.df.log(request, self.spider)
             return False
         self.stats.inc_value("scheduler/enqueued/redis")
+        self._not_before = 0.0  # its domain may be ready now
         return True
 
     def _derived_from(self, request) -> str:
@@ -204,11 +213,11 @@ class RedisScheduler(Scheduler):
     def next_request(self):
         if self.local:
             return self.local.popleft()
-        if self.budget_exhausted or self.store_full:
+        if self.budget_exhausted or self.store_full or time.monotonic() < self._not_before:
             return None
         while True:
             try:
-                taken = self.frontier.lease(self.worker, self.lease_ttl, 1, self.budget)
+                taken, wait = self.frontier.lease(self.worker, self.lease_ttl, 1, self.budget)
             except redis.RedisError as exc:
                 logger.warning("Redis unavailable (%s): no request taken this time", exc)
                 return None
@@ -218,6 +227,7 @@ class RedisScheduler(Scheduler):
                 return None
             if not taken:
                 self._starved = True
+                self._sleep(wait)
                 return None
             ((lease_id, payload),) = taken
             try:
@@ -238,10 +248,9 @@ class RedisScheduler(Scheduler):
         if self.budget_exhausted:
             return False
         try:
-            counts = self.frontier.counts()
+            return self.frontier.pending()
         except redis.RedisError:
             return True  # unknown: do not let the worker close on a Redis hiccup
-        return bool(counts["queued"] or counts["delayed"])
 
     # -- how a lease ends ----------------------------------------------------------
     def lease_of(self, request) -> Lease | None:
@@ -333,6 +342,21 @@ class RedisScheduler(Scheduler):
             logger.info("Retrying %s in %.1fs (attempt %d of %d): %s", request.url, delay, attempts + 1, self.retry_times + 1, reason)
         return "retry"
 
+    def postpone(self, request, seconds: float, reason: str) -> bool:
+        """Put the request back for later without counting an attempt (its site is not ready)."""
+        lease = self.lease_of(request)
+        if lease is None:
+            return False
+        later = request.replace(dont_filter=True)
+        later.meta.pop(LEASE, None)
+        later.meta.pop("crawlhub_reslot", None)
+        self.leases.pop(lease.id, None)
+        moved = self.frontier.delay(lease.id, self.queue.serializer.encode(later), seconds)
+        if moved:
+            self.stats.inc_value("scheduler/postponed")
+            logger.info("Postponed %s for %.0fs: %s", request.url, seconds, reason)
+        return moved
+
     def dead_letter(self, request, error: str, status: int | None = None, attempts: int | None = None) -> None:
         lease = self.lease_of(request)
         if lease is not None:
@@ -359,7 +383,7 @@ class RedisScheduler(Scheduler):
     def permanent_failure(self, request, status: int) -> None:
         if self.lease_of(request) is None:  # robots.txt and other side requests do not count
             return
-        domain = urlsplit(request.url).hostname or "?"
+        domain = domain_of(request.url)
         self.stats.inc_value(f"permanent_failures/{domain}")
         try:
             self.server.hincrby(self.keys.stats, f"permanent_failures:{domain}", 1)
@@ -394,17 +418,39 @@ class RedisScheduler(Scheduler):
         This uses the engine's private ``_slot.nextcall``; without it, the
         heartbeat still works.
         """
-        if not self._starved or self.budget_exhausted:
+        if not self._starved or self.budget_exhausted or time.monotonic() < self._not_before:
             return
         try:
             pending = self.has_pending_requests()
         except Exception as exc:  # noqa: BLE001 - a timer must not die
             logger.debug("frontier poll failed: %s", exc)
             return
+        if pending:
+            self._wake()
+
+    def _wake(self) -> None:
         slot = getattr(self.crawler.engine, "_slot", None)
-        if pending and slot is not None:
+        if slot is not None:
             self._starved = False
             slot.nextcall.schedule()
+
+    def _sleep(self, wait: float | None) -> None:
+        """Nothing could be leased: ask again when the frontier says a domain is ready.
+
+        ``wait`` comes from the lease script (None: nothing queued or delayed,
+        the poller watches). The sleep is capped at FRONTIER_POLL_INTERVAL so
+        work that other workers queue for other domains is seen soon; the
+        worker sends Redis nothing while it sleeps.
+        """
+        if wait is None:
+            self._not_before = 0.0
+            return
+        wait = min(wait, self.poll_interval or 1.0)
+        self._not_before = time.monotonic() + wait
+        if self._wakeup is None or not self._wakeup.active():
+            from twisted.internet import reactor
+
+            self._wakeup = reactor.callLater(max(wait, 0.005), self._wake)
 
     def _maintain(self) -> None:
         """Renew this worker's leases; reclaim dead workers' expired leases; retry held writes."""
@@ -429,8 +475,7 @@ class RedisScheduler(Scheduler):
 
     def _retry_unsent(self) -> None:
         while self.unsent:
-            fp, payload, priority, force, ends = self.unsent[0]
-            self.frontier.enqueue(fp, payload, priority, force, ends)
+            self.frontier.enqueue(*self.unsent[0])
             self.unsent.popleft()
 
     def reclaim(self) -> int:

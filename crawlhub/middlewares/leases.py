@@ -20,10 +20,11 @@ from contextlib import contextmanager
 from scrapy import Request, signals
 from scrapy.exceptions import IgnoreRequest
 
+from crawlhub.middlewares import frontier_scheduler
+
 
 def _scheduler(crawler):
-    scheduler = crawler.engine.scheduler if crawler.engine else None
-    return scheduler if hasattr(scheduler, "lease_of") else None
+    return frontier_scheduler(crawler)
 
 
 class LeaseDownloaderMiddleware:

@@ -19,6 +19,8 @@ from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.misc import load_object
 from scrapy.utils.response import response_status_message
 
+from crawlhub.middlewares import FrontierMiddleware
+
 PERMANENT = {404, 410}
 
 
@@ -36,24 +38,17 @@ def retry_after_seconds(value: bytes | None) -> float:
     return max(0.0, when.timestamp() - time.time())
 
 
-class FrontierRetryMiddleware:
+class FrontierRetryMiddleware(FrontierMiddleware):
+    needs = "retry"
+
     def __init__(self, crawler):
-        self.crawler = crawler
+        super().__init__(crawler)
         settings = crawler.settings
         self.enabled = settings.getbool("RETRY_ENABLED")
         self.codes = {int(c) for c in settings.getlist("RETRY_HTTP_CODES")}
         self.exceptions = tuple(
             load_object(e) if isinstance(e, str) else e for e in settings.getlist("RETRY_EXCEPTIONS")
         )
-
-    @classmethod
-    def from_crawler(cls, crawler):
-        return cls(crawler)
-
-    @property
-    def scheduler(self):
-        scheduler = self.crawler.engine.scheduler
-        return scheduler if hasattr(scheduler, "retry") else None
 
     def process_response(self, request, response):
         scheduler = self.scheduler

@@ -1,0 +1,201 @@
+"""Cluster-wide politeness: per-domain rate and concurrency, enforced in Redis.
+
+The limits of a domain, from the most specific:
+
+1. run time: ``crawlhub limits set DOMAIN 2/s --concurrency 4`` writes
+   ``crawlhub:limits`` (hash: domain -> JSON); every worker reads it on its
+   next lease, so a change applies within a poll interval;
+2. settings: ``DOMAIN_LIMITS = {"example.com": "2/s", "slow.org": {"rate": 0.5, "concurrency": 1}}``;
+3. defaults: ``DOMAIN_RATE`` requests per second and ``DOMAIN_CONCURRENCY``
+   downloads at once, per domain, for the whole cluster (0 = no limit).
+
+On top of that the domain's own state (``crawlhub:domain:<d>``) may slow it
+down: robots.txt's Crawl-delay is a floor on the interval between requests,
+and 429/503 answers double a slow-down factor (Retry-After blocks the domain
+until then) that successes bring back to 1. The lease script
+(:mod:`crawlhub.frontier.leases`) applies all of it atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass
+
+from crawlhub.frontier.leases import FINISH, RESERVE, Frontier, _text
+
+STATE = "crawlhub:domain:"
+KNOWN = "crawlhub:domains"  # zset: domain -> last time a request was granted
+
+_RATE = re.compile(r"^\s*(?P<n>\d+(?:\.\d+)?)\s*(?:/\s*(?P<unit>s|sec|second|m|min|minute|h|hour))?\s*$", re.I)
+_UNITS = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600, "hour": 3600}
+
+
+class BadLimit(ValueError):
+    pass
+
+
+def parse_rate(value) -> float:
+    """Requests per second from "5", "5/s", "30/m", "100/h", 0 or "none" (no limit)."""
+    if isinstance(value, (int, float)):
+        rate = float(value)
+    elif str(value).strip().lower() in {"none", "off", "unlimited", ""}:
+        rate = 0.0
+    else:
+        m = _RATE.match(str(value))
+        if not m:
+            raise BadLimit(f"bad rate {value!r}: write it as 5/s, 30/m, 100/h, 0.5 (per second) or none")
+        rate = float(m["n"]) / _UNITS[(m["unit"] or "s").lower()]
+    if rate < 0:
+        raise BadLimit(f"bad rate {value!r}: must be 0 (no limit) or more")
+    return rate
+
+
+def parse_limit(value) -> dict:
+    """A DOMAIN_LIMITS entry: a rate ("2/s") or {"rate": ..., "concurrency": ...}."""
+    if isinstance(value, dict):
+        unknown = set(value) - {"rate", "concurrency"}
+        if unknown:
+            raise BadLimit(f"unknown limit field(s) {sorted(unknown)}: use rate and concurrency")
+        out = {}
+        if value.get("rate") is not None:
+            out["rate"] = parse_rate(value["rate"])
+        if value.get("concurrency") is not None:
+            out["concurrency"] = int(value["concurrency"])
+            if out["concurrency"] < 0:
+                raise BadLimit("concurrency must be 0 (no limit) or more")
+        return out
+    return {"rate": parse_rate(value)}
+
+
+def format_rate(rate: float | None) -> str:
+    if rate is None:
+        return "-"
+    if rate <= 0:
+        return "no limit"
+    return f"{rate:g}/s" if rate >= 1 else f"{rate * 60:g}/m"
+
+
+@dataclass
+class Politeness:
+    """The politeness settings of a worker, and the domain-level Redis operations."""
+
+    server: object
+    rate: float = 4.0
+    concurrency: int = 8
+    domains: dict | None = None
+    burst: int = 1
+    backoff_base: float = 0.5
+    factor_max: float = 32.0
+    recovery: float = 0.8
+    recheck: float = 1.0
+    slowdown_codes: frozenset = frozenset({429, 503})
+
+    @classmethod
+    def from_settings(cls, server, settings) -> "Politeness":
+        domains = settings.getdict("DOMAIN_LIMITS")
+        try:
+            parsed = {d.lower(): parse_limit(v) for d, v in domains.items()}
+        except BadLimit as exc:
+            raise BadLimit(f"DOMAIN_LIMITS: {exc}") from None
+        return cls(
+            server=server,
+            rate=parse_rate(settings.get("DOMAIN_RATE")),
+            concurrency=settings.getint("DOMAIN_CONCURRENCY"),
+            domains=parsed,
+            burst=max(1, settings.getint("DOMAIN_BURST")),
+            backoff_base=settings.getfloat("DOMAIN_BACKOFF_BASE"),
+            factor_max=settings.getfloat("DOMAIN_BACKOFF_MAX_FACTOR"),
+            recovery=settings.getfloat("DOMAIN_RECOVERY"),
+            slowdown_codes=frozenset(int(c) for c in settings.getlist("DOMAIN_SLOWDOWN_CODES")),
+        )
+
+    def __post_init__(self):
+        self._finish = self.server.register_script(FINISH)
+        self._reserve = self.server.register_script(RESERVE)
+
+    def config(self) -> dict:
+        """What the lease script needs (sent as JSON)."""
+        conf = {"rate": self.rate, "concurrency": self.concurrency, "burst": self.burst,
+                "base": self.backoff_base, "recheck": self.recheck}
+        if self.domains:
+            conf["domains"] = self.domains
+        return conf
+
+    def finish(self, domain: str, spider: str, schedule_key: str, lease_id: str = "", status: int | None = None,
+               retry_after: float = 0.0) -> float:
+        """A download is over: release its slot; slow down on 429/503, recover on success."""
+        if status is None:
+            outcome = ""
+        elif status in self.slowdown_codes:
+            outcome = "slow"
+        elif status < 400:
+            outcome = "ok"
+        else:
+            outcome = ""
+        return float(self._finish(
+            keys=[schedule_key],
+            args=[domain, spider, lease_id, outcome, retry_after, self.factor_max, self.recovery],
+        ))
+
+    def reserve(self, domain: str) -> float:
+        """Take the domain's next request slot; seconds to wait before using it."""
+        return float(self._reserve(keys=[Frontier.LIMITS], args=[domain, json.dumps(self.config())]))
+
+    def set_crawl_delay(self, domain: str, delay: float | None) -> None:
+        if delay:
+            self.server.hset(STATE + domain, "delay", delay)
+        else:
+            self.server.hdel(STATE + domain, "delay")
+
+
+# -- run-time limits and the domains' state (the `crawlhub limits` command) -------
+def set_limit(server, domain: str, rate=None, concurrency: int | None = None) -> dict:
+    domain = domain.lower()
+    current = get_limit(server, domain) or {}
+    update = parse_limit({"rate": rate, "concurrency": concurrency})
+    current.update(update)
+    server.hset(Frontier.LIMITS, domain, json.dumps(current))
+    return current
+
+
+def get_limit(server, domain: str) -> dict | None:
+    raw = server.hget(Frontier.LIMITS, domain.lower())
+    return json.loads(raw) if raw else None
+
+
+def clear_limit(server, domain: str) -> bool:
+    return bool(server.hdel(Frontier.LIMITS, domain.lower()))
+
+
+def domain_state(server, domain: str, now: float | None = None) -> dict:
+    """What `crawlhub limits show` prints for a domain (numbers from its Redis hash)."""
+    now = time.time() if now is None else now
+    raw = {_text(k): _text(v) for k, v in server.hgetall(STATE + domain).items()}
+    win, cnt, prev = int(raw.get("win", 0) or 0), int(raw.get("cnt", 0) or 0), int(raw.get("prev", 0) or 0)
+    current = int(now // 10)
+    if win == current:
+        recent = prev * (1 - (now % 10) / 10) + cnt
+    elif win == current - 1:
+        recent = cnt * (1 - (now % 10) / 10)
+    else:
+        recent = 0.0
+    until = float(raw.get("until", 0) or 0)
+    return {
+        "domain": domain,
+        "rate_now": round(recent / 10, 3),
+        "factor": float(raw.get("factor", 1) or 1),
+        "blocked_for": round(max(0.0, until - now), 1),
+        "crawl_delay": float(raw["delay"]) if raw.get("delay") else None,
+        "active": server.zcount(STATE + domain + ":active", now, "+inf"),
+        "slowdowns": int(raw.get("slowdowns", 0) or 0),
+        "last_request": float(raw["last"]) if raw.get("last") else None,
+    }
+
+
+def known_domains(server, limit: int = 200) -> list[str]:
+    """Domains most recently crawled first, and those with run-time limits."""
+    recent = [_text(d) for d in server.zrevrange(KNOWN, 0, limit - 1)]
+    limited = [_text(d) for d in server.hkeys(Frontier.LIMITS)]
+    return recent + sorted(set(limited) - set(recent))

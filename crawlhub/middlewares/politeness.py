@@ -1,0 +1,82 @@
+"""PolitenessMiddleware: the download side of cluster-wide politeness.
+
+A leased request already holds its domain's slot: the lease script granted it
+within the domain's rate and concurrency (docs/politeness.md). This
+middleware sits next to the download (950), so it sees every raw answer
+before redirects and retries act on it, and for each one tells Redis
+(one script call):
+
+* the download is over: the domain's concurrency slot is free at once (not
+  when the lease is acked after the items are stored);
+* 429/503 (DOMAIN_SLOWDOWN_CODES): the domain slows down for every worker,
+  and Retry-After blocks it until then; a success brings it back.
+
+A request that holds no lease (a request that could not be stored as JSON)
+takes the domain's next slot here and waits for it; so does a leased
+request whose slot went to the robots.txt fetch it waited for (``RESLOT``).
+A robots.txt fetch made for a leased request uses that request's slot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import redis
+
+from crawlhub.frontier.leases import domain_of, lease_domain
+from crawlhub.frontier.scheduler import LEASE
+from crawlhub.middlewares import FrontierMiddleware
+from crawlhub.middlewares.retry import retry_after_seconds
+
+logger = logging.getLogger(__name__)
+
+RESLOT = "crawlhub_reslot"  # meta: this leased request's slot was used by robots.txt; take a new one
+SLOT_TAKEN = "crawlhub_slot_taken"  # meta: this unleased request already has a slot
+
+
+class PolitenessMiddleware(FrontierMiddleware):
+    needs = "politeness"
+
+    async def process_request(self, request):
+        scheduler = self.scheduler
+        if scheduler is None or request.meta.pop(SLOT_TAKEN, False):
+            return None
+        if request.meta.get(LEASE) and not request.meta.pop(RESLOT, False):
+            return None
+        try:
+            wait = scheduler.politeness.reserve(domain_of(request.url))
+        except redis.RedisError as exc:
+            logger.warning("Redis unavailable (%s): %s goes without a politeness slot", exc, request.url)
+            return None
+        if wait > 0:
+            await asyncio.sleep(wait)
+        return None
+
+    def process_response(self, request, response):
+        self._finish(request, response.status, retry_after_seconds(response.headers.get(b"Retry-After")))
+        return response
+
+    def process_exception(self, request, exception):
+        self._finish(request, None)
+        return None
+
+    def _finish(self, request, status, retry_after=0.0):
+        scheduler = self.scheduler
+        if scheduler is None:
+            return
+        lease_id = request.meta.get(LEASE) or ""
+        domain = lease_domain(lease_id) or domain_of(request.url)
+        try:
+            factor = scheduler.politeness.finish(
+                domain, scheduler.spider.name, scheduler.keys.schedule, lease_id, status, retry_after
+            )
+        except redis.RedisError as exc:
+            logger.warning("Redis unavailable (%s): the slot of %s frees when its lease ends", exc, request.url)
+            return
+        if status in scheduler.politeness.slowdown_codes:
+            self.crawler.stats.inc_value(f"politeness/slowdown/{domain}")
+            logger.info(
+                "%s answered %s: every worker slows down on %s (factor %g%s)",
+                request.url, status, domain, factor, f", none before {retry_after:g}s" if retry_after else "",
+            )

@@ -1,0 +1,229 @@
+"""SharedRobotsMiddleware: one robots.txt per origin for the whole cluster.
+
+Replaces Scrapy's RobotsTxtMiddleware (same place, 100). Scrapy fetches
+robots.txt once per process; with N workers a site sees N fetches, and each
+worker may disagree about a page. Here:
+
+* the first worker that needs an origin's robots.txt takes a lock in Redis
+  (``crawlhub:robots:<origin>:lock``), fetches it (in the politeness slot
+  of the request that needed it; that request then takes the next one) and stores the outcome in ``crawlhub:robots:<origin>``
+  for ROBOTSTXT_TTL seconds; the other workers wait for it and read it
+  there. Each worker also keeps the parsed file in memory until it expires;
+* the rules are Google's: 2xx = the rules (parsed with Protego, Scrapy's
+  parser; the file is cut at ROBOTSTXT_MAX_BYTES); 4xx other than 429 =
+  allow all; 5xx, 429, a timeout or a connection error = disallow all for
+  ROBOTSTXT_ERROR_RETRY seconds: the origin's requests wait in the frontier
+  (no attempt is counted) and robots.txt is fetched again when they are due;
+* Crawl-delay for our user agent becomes a floor on the domain's interval
+  between requests (cluster-wide, see docs/politeness.md);
+* a disallowed URL is dropped (its lease is acked, it is not retried) and
+  counted: ``robotstxt/forbidden`` in the worker's stats and
+  ``robots_disallowed:<domain>`` in ``<spider>:stats``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+
+import redis
+from protego import Protego
+from scrapy import Request
+from scrapy.exceptions import IgnoreRequest, NotConfigured
+from scrapy.http.request import NO_CALLBACK
+from scrapy.utils.httpobj import urlparse_cached
+
+from crawlhub.frontier.leases import domain_of
+from crawlhub.frontier.scheduler import LEASE
+from crawlhub.middlewares import FrontierMiddleware
+from crawlhub.middlewares.politeness import RESLOT, SLOT_TAKEN
+
+logger = logging.getLogger(__name__)
+
+PREFIX = "crawlhub:robots:"
+ALLOW, RULES, ERROR = "allow", "rules", "error"
+
+
+@dataclass
+class Robots:
+    """What one origin's robots.txt says, and until when."""
+
+    state: str  # ALLOW | RULES | ERROR
+    expires: float  # epoch seconds
+    body: str = ""
+    status: int | None = None
+    error: str = ""
+    fetched: float = 0.0
+    parser: Protego | None = None
+
+    def __post_init__(self):
+        if self.state == RULES and self.parser is None:
+            self.parser = Protego.parse(self.body)
+
+    def to_redis(self) -> dict:
+        return {"state": self.state, "expires": self.expires, "body": self.body, "status": self.status or "",
+                "error": self.error, "fetched": self.fetched}
+
+    @classmethod
+    def from_redis(cls, raw: dict) -> "Robots | None":
+        if not raw:
+            return None
+        d = {k.decode(): v.decode("utf-8", "replace") for k, v in raw.items()}
+        return cls(state=d.get("state", ALLOW), expires=float(d.get("expires", 0)), body=d.get("body", ""),
+                   status=int(d["status"]) if d.get("status") else None, error=d.get("error", ""),
+                   fetched=float(d.get("fetched", 0)))
+
+    def allowed(self, url: str, agent: str) -> bool:
+        if self.state == ALLOW:
+            return True
+        if self.state == ERROR:
+            return False
+        return self.parser.can_fetch(url, agent)
+
+    def crawl_delay(self, agent: str) -> float | None:
+        if self.state != RULES:
+            return None
+        delay = self.parser.crawl_delay(agent)
+        return float(delay) if delay else None
+
+
+def origin_of(request) -> str:
+    parts = urlparse_cached(request)
+    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2].lower()}"
+
+
+class SharedRobotsMiddleware(FrontierMiddleware):
+    needs = "politeness"
+
+    def __init__(self, crawler):
+        settings = crawler.settings
+        if not settings.getbool("ROBOTSTXT_OBEY"):
+            raise NotConfigured
+        super().__init__(crawler)
+        self.agent = settings.get("ROBOTSTXT_USER_AGENT") or settings.get("USER_AGENT") or "*"
+        self.ttl = settings.getfloat("ROBOTSTXT_TTL")
+        self.error_retry = settings.getfloat("ROBOTSTXT_ERROR_RETRY")
+        self.timeout = settings.getfloat("ROBOTSTXT_TIMEOUT")
+        self.max_bytes = settings.getint("ROBOTSTXT_MAX_BYTES")
+        self.cache: dict[str, Robots] = {}
+        self.pending: dict[str, asyncio.Future] = {}
+
+    async def process_request(self, request):
+        if request.meta.get("dont_obey_robotstxt") or not request.url.startswith(("http://", "https://")):
+            return None
+        scheduler = self.scheduler
+        if scheduler is None:
+            return None
+        robots = await self.robots_for(request, scheduler)
+        if robots.allowed(request.url, self.agent):
+            return None
+        if robots.state == ERROR:
+            wait = max(1.0, robots.expires - time.time())
+            scheduler.postpone(request, wait, f"robots.txt unavailable ({robots.error})")
+            raise IgnoreRequest(f"robots.txt of {origin_of(request)} unavailable: waiting {wait:.0f}s")
+        domain = domain_of(request.url)
+        self.crawler.stats.inc_value("robotstxt/forbidden")
+        try:
+            scheduler.server.hincrby(scheduler.keys.stats, f"robots_disallowed:{domain}", 1)
+        except redis.RedisError:
+            pass
+        logger.debug("Forbidden by robots.txt: %s", request.url)
+        raise IgnoreRequest("Forbidden by robots.txt")
+
+    async def robots_for(self, request, scheduler) -> Robots:
+        origin = origin_of(request)
+        cached = self.cache.get(origin)
+        if cached is not None and cached.expires > time.time():
+            return cached
+        # the request waits for robots.txt: the slot it was leased for is gone
+        # (used by the robots.txt fetch, or simply past); it takes a new one
+        request.meta[RESLOT] = True
+        if origin in self.pending:  # another request of this worker is already on it
+            return await asyncio.shield(self.pending[origin])
+        future = self.pending[origin] = asyncio.get_running_loop().create_future()
+        try:
+            try:
+                robots = await self._load(origin, request, scheduler)
+            except redis.RedisError as exc:
+                logger.warning("Redis unavailable (%s): fetching robots.txt of %s for this worker only", exc, origin)
+                robots = await self._fetch(origin, request)
+                robots.expires = min(robots.expires, time.time() + 60)
+            self.cache[origin] = robots
+            future.set_result(robots)
+            return robots
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: no "never retrieved" warning when nobody waits
+            raise
+        finally:
+            del self.pending[origin]
+
+    async def _load(self, origin: str, request, scheduler) -> Robots:
+        """From Redis; else fetch it (one worker, under a lock) and store it there."""
+        server = scheduler.server
+        key, lock = PREFIX + origin, PREFIX + origin + ":lock"
+        lock_ms = int((self.timeout + 10) * 1000)
+        delay = 0.05
+        while True:
+            robots = Robots.from_redis(server.hgetall(key))
+            if robots is not None and robots.expires > time.time():
+                return robots
+            if server.set(lock, scheduler.worker, nx=True, px=lock_ms):
+                break
+            await asyncio.sleep(delay)  # another worker is fetching it
+            delay = min(delay * 2, 0.5)
+        try:
+            robots = await self._fetch(origin, request)
+            server.hset(key, mapping=robots.to_redis())
+            server.expireat(key, int(robots.expires) + 1)
+            scheduler.politeness.set_crawl_delay(domain_of(request.url), robots.crawl_delay(self.agent))
+        finally:
+            server.delete(lock)
+        return robots
+
+    async def _fetch(self, origin: str, for_request) -> Robots:
+        url = f"{origin}/robots.txt"
+        robots_request = Request(
+            url, priority=1000, callback=NO_CALLBACK,
+            # fetched for a leased request: it goes out in that request's slot
+            meta={"dont_obey_robotstxt": True, "dont_retry": True, "download_timeout": self.timeout,
+                  SLOT_TAKEN: bool(for_request.meta.get(LEASE))},
+        )
+        stats = self.crawler.stats
+        stats.inc_value("robotstxt/request_count")
+        now = time.time()
+        try:
+            response = await self.crawler.engine.download_async(robots_request)
+        except Exception as exc:  # noqa: BLE001 - any failure means "unreachable"
+            stats.inc_value(f"robotstxt/exception_count/{type(exc).__name__}")
+            logger.warning("robots.txt of %s unreachable (%s): its URLs wait %ss", origin, exc, self.error_retry)
+            return Robots(ERROR, now + self.error_retry, error=f"{type(exc).__name__}: {exc}"[:300], fetched=now)
+        status = response.status
+        stats.inc_value("robotstxt/response_count")
+        stats.inc_value(f"robotstxt/response_status_count/{status}")
+        if 200 <= status < 300:
+            body = response.body[: self.max_bytes].decode("utf-8", "replace")
+            robots = Robots(RULES, now + self.ttl, body=body, status=status, fetched=now)
+            logger.info("robots.txt of %s: %d bytes of rules, kept for %ss", origin, len(response.body), self.ttl)
+            return robots
+        if 400 <= status < 500 and status != 429:
+            logger.info("robots.txt of %s answered %s: everything is allowed", origin, status)
+            return Robots(ALLOW, now + self.ttl, status=status, fetched=now)
+        logger.warning("robots.txt of %s answered %s: its URLs wait %ss", origin, status, self.error_retry)
+        return Robots(ERROR, now + self.error_retry, status=status, error=f"HTTP {status}", fetched=now)
+
+
+def robots_state(server, origin: str) -> dict | None:
+    """The stored robots.txt outcome of an origin, for `crawlhub limits show`."""
+    robots = Robots.from_redis(server.hgetall(PREFIX + origin))
+    if robots is None:
+        return None
+    return {"state": robots.state, "status": robots.status, "error": robots.error,
+            "expires_in": round(robots.expires - time.time()), "bytes": len(robots.body)}
+
+
+def known_origins(server) -> list[str]:
+    return sorted(k.decode()[len(PREFIX):] for k in server.scan_iter(PREFIX + "*") if not k.endswith(b":lock"))
+

@@ -1,0 +1,180 @@
+"""The politeness scripts on a real Redis, and the parsing around them."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from scrapy.settings import Settings
+
+from crawlhub.frontier.leases import Frontier, Keys, domain_of, lease_domain
+from crawlhub.frontier.politeness import (
+    BadLimit,
+    Politeness,
+    clear_limit,
+    domain_state,
+    parse_limit,
+    parse_rate,
+    set_limit,
+)
+from crawlhub.middlewares.robots import ALLOW, ERROR, RULES, Robots
+from tests.helpers import project_settings
+
+
+def politeness(redis_client, **overrides) -> Politeness:
+    return Politeness.from_settings(redis_client, Settings(project_settings(**overrides)))
+
+
+@pytest.fixture
+def make(redis_client):
+    """make(**settings) -> (frontier, politeness) for spider "sp"."""
+
+    def build(**overrides):
+        overrides.setdefault("DOMAIN_RATE", "0")
+        overrides.setdefault("DOMAIN_CONCURRENCY", 0)
+        pol = politeness(redis_client, **overrides)
+        return Frontier(redis_client, Keys.for_spider(Settings(), "sp"), "sp", pol.config()), pol
+
+    return build
+
+
+def fill(frontier, domain, count, priority=0):
+    for i in range(count):
+        url = f"http://{domain}/{i}"
+        frontier.enqueue(url, json.dumps({"url": url, "priority": priority}).encode(), priority, domain=domain)
+
+
+def domains(taken):
+    return [lease_domain(lease_id) for lease_id, _ in taken]
+
+
+def test_domain_of():
+    assert domain_of("http://Example.COM/a") == "example.com"
+    assert domain_of("https://example.com:443/a") == "example.com"
+    assert domain_of("http://example.com:8080/a") == "example.com:8080"
+    assert domain_of("http://user:secret@example.com/a") == "example.com"
+    assert domain_of("http://127.0.0.1:5000/") == "127.0.0.1:5000"
+    assert domain_of("data:,hello") == "?"
+
+
+def test_parse_rate_and_limits():
+    assert parse_rate("5/s") == 5 and parse_rate("30/m") == 0.5 and parse_rate("36/h") == 0.01
+    assert parse_rate("2.5") == 2.5 and parse_rate(3) == 3.0
+    assert parse_rate("none") == 0 and parse_rate("0") == 0
+    for bad in ("5/q", "fast", "-1", "1/s/s"):
+        with pytest.raises(BadLimit):
+            parse_rate(bad)
+    assert parse_limit("2/s") == {"rate": 2.0}
+    assert parse_limit({"rate": "1/s", "concurrency": 3}) == {"rate": 1.0, "concurrency": 3}
+    with pytest.raises(BadLimit, match="unknown limit field"):
+        parse_limit({"rps": 3})
+    with pytest.raises(BadLimit, match="DOMAIN_LIMITS"):
+        Politeness.from_settings(None, Settings(project_settings(DOMAIN_LIMITS={"a.com": "often"})))
+
+
+def test_rate_paces_one_domain_without_blocking_another(make):
+    frontier, _ = make(DOMAIN_LIMITS={"slow.test": "2/s"})
+    fill(frontier, "slow.test", 5)
+    fill(frontier, "fast.test", 5)
+    taken, wait = frontier.lease("w", 60, 20)
+    assert sorted(domains(taken)) == ["fast.test"] * 5 + ["slow.test"]
+    assert 0.4 < wait <= 0.5, "the worker is told when slow.test is ready again"
+    taken, wait = frontier.lease("w", 60, 20)
+    assert taken == [] and 0.3 < wait <= 0.5
+    time.sleep(wait)
+    taken, _ = frontier.lease("w", 60, 20)
+    assert domains(taken) == ["slow.test"]
+
+
+def test_priority_across_ready_domains(make):
+    frontier, _ = make()
+    fill(frontier, "low.test", 3, priority=0)
+    fill(frontier, "high.test", 1, priority=10)
+    (first, *_), _ = frontier.lease("w", 60, 1)
+    assert lease_domain(first[0]) == "high.test"
+
+
+def test_concurrency_cap_and_release(make, redis_client):
+    frontier, pol = make(DOMAIN_CONCURRENCY=2)
+    fill(frontier, "c.test", 6)
+    taken, _ = frontier.lease("w", 60, 10)
+    assert len(taken) == 2
+    assert frontier.lease("w", 60, 10)[0] == []
+    pol.finish("c.test", "sp", frontier.keys.schedule, taken[0][0], 200)  # the response is in
+    again, _ = frontier.lease("w", 60, 10)
+    assert len(again) == 1, "a finished download frees its slot at once"
+    frontier.ack([taken[1][0]])  # ending a lease frees its slot too
+    assert len(frontier.lease("w", 60, 10)[0]) == 1
+    assert redis_client.zcard("crawlhub:domain:c.test:active") == 2
+
+
+def test_run_time_limit_wins_over_settings(make, redis_client):
+    frontier, _ = make(DOMAIN_LIMITS={"r.test": {"rate": "none", "concurrency": 5}})
+    fill(frontier, "r.test", 10)
+    set_limit(redis_client, "r.test", concurrency=1)
+    assert len(frontier.lease("w", 60, 10)[0]) == 1
+    assert clear_limit(redis_client, "r.test")
+    time.sleep(1.05)  # a domain at its cap is looked at again within a second (or when a slot frees)
+    assert len(frontier.lease("w", 60, 10)[0]) == 4, "the settings' concurrency of 5 applies again"
+
+
+def test_429_blocks_the_domain_for_retry_after_and_recovers(make, redis_client):
+    frontier, pol = make(DOMAIN_LIMITS={"b.test": "10/s"})
+    fill(frontier, "b.test", 5)
+    (lease, _), = frontier.lease("w", 60, 1)[0]
+    assert pol.finish("b.test", "sp", frontier.keys.schedule, lease, 429, retry_after=3) == 2.0
+    taken, wait = frontier.lease("w", 60, 5)
+    assert taken == [] and 2.8 < wait <= 3.0
+    state = domain_state(redis_client, "b.test")
+    assert state["factor"] == 2 and 2.8 < state["blocked_for"] <= 3 and state["slowdowns"] == 1
+    # successes bring the factor back to 1, gradually
+    factors = [pol.finish("b.test", "sp", frontier.keys.schedule, "", 200) for _ in range(4)]
+    assert factors[0] == pytest.approx(1.6) and factors[-1] == 1.0
+    assert "factor" not in {k.decode() for k in redis_client.hkeys("crawlhub:domain:b.test")}
+
+
+def test_slowdown_applies_to_an_unlimited_domain(make):
+    frontier, pol = make(DOMAIN_BACKOFF_BASE=0.5)
+    fill(frontier, "u.test", 5)
+    (lease, _), = frontier.lease("w", 60, 1)[0]
+    pol.finish("u.test", "sp", frontier.keys.schedule, lease, 503)
+    taken, wait = frontier.lease("w", 60, 5)
+    assert len(taken) == 1, "no Retry-After: not blocked, but paced at base x factor"
+    assert frontier.lease("w", 60, 5)[0] == [] and 0.9 < frontier.lease("w", 60, 5)[1] <= 1.0
+
+
+def test_crawl_delay_is_a_floor_on_the_interval(make):
+    frontier, pol = make(DOMAIN_LIMITS={"d.test": "10/s"})
+    pol.set_crawl_delay("d.test", 2.0)
+    fill(frontier, "d.test", 3)
+    taken, wait = frontier.lease("w", 60, 3)
+    assert len(taken) == 1 and 1.9 < wait <= 2.0
+
+
+def test_reserve_takes_slots_for_unleased_requests(make):
+    _, pol = make(DOMAIN_LIMITS={"r.test": "4/s"})
+    waits = [pol.reserve("r.test") for _ in range(3)]
+    assert waits[0] == 0 and waits[1] == pytest.approx(0.25, abs=0.02) and waits[2] == pytest.approx(0.5, abs=0.02)
+
+
+def test_retries_and_returns_go_back_to_their_domain(make, redis_client):
+    frontier, _ = make()
+    fill(frontier, "x.test:8080", 2)
+    (a, pa), (b, pb) = frontier.lease("w", 60, 2)[0]
+    assert frontier.delay(a, pa, 0.05) and frontier.requeue(b, pb, 0)
+    assert redis_client.zrange("sp:delayed", 0, -1)[0].startswith(b"x.test:8080\t")
+    time.sleep(0.1)
+    assert sorted(domains(frontier.lease("w", 60, 5)[0])) == ["x.test:8080"] * 2
+    assert frontier.counts()["queued"] == 0 and not frontier.pending()
+
+
+def test_robots_rules():
+    rules = Robots(RULES, time.time() + 60, body="User-agent: *\nDisallow: /private/\nCrawl-delay: 2\n")
+    assert rules.allowed("http://a.test/shop/", "crawlhub/0.1")
+    assert not rules.allowed("http://a.test/private/x", "crawlhub/0.1")
+    assert rules.crawl_delay("crawlhub") == 2.0
+    assert Robots(ALLOW, 0).allowed("http://a.test/private/x", "bot")
+    assert not Robots(ERROR, 0).allowed("http://a.test/", "bot")
+    stored = Robots.from_redis({k.encode(): str(v).encode() for k, v in rules.to_redis().items()})
+    assert not stored.allowed("http://a.test/private/x", "bot") and stored.state == RULES
