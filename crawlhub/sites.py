@@ -30,6 +30,7 @@ class Hit:
     path: str
     status: int
     user_agent: str = ""
+    arrived: float = 0.0  # when the request came in (``at``: when it was answered)
 
 
 @dataclass
@@ -52,6 +53,8 @@ class LocalSite:
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self.active = 0  # requests being served right now
+        self.max_active = 0
 
     # -- serving ----------------------------------------------------------
     def start(self, port: int = 0) -> "LocalSite":
@@ -94,12 +97,32 @@ class LocalSite:
         return f"http://127.0.0.1:{self.port}"
 
     def _answer(self, request: BaseHTTPRequestHandler) -> None:
+        arrived = time.time()
+        with self._lock:
+            self.active += 1
+            self.max_active = max(self.max_active, self.active)
+        status = 500  # if the page raises
+        try:
+            status, ctype, data, headers = self._page(request.path)
+        finally:
+            # no longer "being served" before the client can see the answer
+            with self._lock:
+                self.active -= 1
+                self.hits.append(Hit(time.time(), request.path, status, request.headers.get("User-Agent", ""), arrived))
+        request.send_response(status)
+        request.send_header("Content-Type", ctype)
+        request.send_header("Content-Length", str(len(data)))
+        for name, value in headers.items():
+            request.send_header(name, value)
+        request.end_headers()
+        request.wfile.write(data)
+
+    def _page(self, path: str) -> tuple[int, str, bytes, dict]:
         delay = self.delay
         if isinstance(delay, tuple):
             delay = random.uniform(*delay)
         if delay:
             time.sleep(delay)
-        path = request.path
         answer = self.handler(self, path) if self.handler else None
         if answer is None:
             page = self.pages.get(path)
@@ -110,16 +133,7 @@ class LocalSite:
             else:
                 answer = page
         status, ctype, body, headers = answer
-        data = body.encode("utf-8") if isinstance(body, str) else body
-        with self._lock:
-            self.hits.append(Hit(time.time(), path, status, request.headers.get("User-Agent", "")))
-        request.send_response(status)
-        request.send_header("Content-Type", ctype)
-        request.send_header("Content-Length", str(len(data)))
-        for name, value in headers.items():
-            request.send_header(name, value)
-        request.end_headers()
-        request.wfile.write(data)
+        return status, ctype, body.encode("utf-8") if isinstance(body, str) else body, headers
 
     # -- access log ---------------------------------------------------------
     def fetched(self, prefix: str = "/") -> list[str]:
