@@ -20,7 +20,7 @@ import pymongo
 from scrapy.utils.project import get_project_settings
 
 from crawlhub import services
-from crawlhub.cli import spider_keys
+from crawlhub.cli import existing_spider_keys
 from crawlhub.config import redact_url
 from crawlhub.connection import get_redis
 from crawlhub.extensions import workers_key
@@ -35,7 +35,8 @@ def main(argv=None) -> int:
     parser.add_argument("--products", type=int, default=600)
     parser.add_argument("--per-page", type=int, default=12)
     parser.add_argument("--delay", type=float, default=0.2, help="seconds the shop takes per page")
-    parser.add_argument("--concurrency", type=int, default=2, help="CONCURRENT_REQUESTS per worker")
+    parser.add_argument("--concurrency", type=int, default=4, help="CONCURRENT_REQUESTS per worker")
+    parser.add_argument("--rate", default="10/s", help="DOMAIN_RATE: the shop's limit for all workers together")
     parser.add_argument("--database", default=os.environ.get("MONGO_DATABASE", "crawlhub_demo"))
     parser.add_argument("--timeout", type=float, default=300)
     args = parser.parse_args(argv)
@@ -53,7 +54,7 @@ def main(argv=None) -> int:
     print(f"Demo shop: {args.products} products on {len(pages)} listing pages at {seed}")
 
     server = get_redis(settings)
-    server.delete(*spider_keys(settings, SPIDER).values())  # a fresh crawl each demo
+    server.delete(*existing_spider_keys(server, settings, SPIDER))  # a fresh crawl each demo
     mongo = pymongo.MongoClient(mongo_uri)
     mongo.drop_database(args.database)
 
@@ -62,7 +63,8 @@ def main(argv=None) -> int:
     logdir = home / "demo"
     logdir.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, REDIS_URL=redis_url, MONGO_URI=mongo_uri, MONGO_DATABASE=args.database,
-               MAX_IDLE_TIME_BEFORE_CLOSE="3", CONCURRENT_REQUESTS=str(args.concurrency), LOG_LEVEL="INFO")
+               MAX_IDLE_TIME_BEFORE_CLOSE="3", CONCURRENT_REQUESTS=str(args.concurrency), LOG_LEVEL="INFO",
+               DOMAIN_RATE=args.rate)
     started = time.monotonic()
     workers = []
     for n in range(args.workers):
@@ -79,6 +81,8 @@ def main(argv=None) -> int:
     duplicates = sum(n - 1 for n in Counter((d["site"], d["id"]) for d in coll.find({}, {"site": 1, "id": 1})).values() if n > 1)
     fetched = Counter(shop.fetched("/shop"))
     hits = [h.at for h in shop.hits if h.path != "/robots.txt"]
+    arrived = sorted(h.arrived for h in shop.hits)
+    busiest = max((sum(1 for u in arrived if t <= u < t + 1) for t in arrived), default=0)
     crawl_time = (max(hits) - min(hits)) if len(hits) > 1 else 0.0
     import json
 
@@ -93,6 +97,7 @@ def main(argv=None) -> int:
     print(f"elapsed             {elapsed:.1f}s in all (start-up and idle-out included)")
     if crawl_time:
         print(f"crawl               {crawl_time:.1f}s from first to last page: {len(hits) / crawl_time:.1f} pages/s")
+    print(f"politeness          busiest second at the shop: {busiest} requests (limit {args.rate} for all workers together)")
     print()
     print("The data stays. To look at it:")
     print(f"  .venv/bin/crawlhub status {SPIDER}")

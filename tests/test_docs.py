@@ -31,3 +31,13 @@ def test_every_redis_key_is_documented():
 
     for key in spider_keys(Settings(settings_dict()), "<spider>").values():
         assert f"`{key}`" in doc, key
+
+
+def test_per_domain_keys_are_documented():
+    from crawlhub.frontier import politeness
+    from crawlhub.frontier.leases import Frontier
+    from crawlhub.middlewares import robots
+
+    doc = (ROOT / "docs" / "redis-keys.md").read_text()
+    for key in (Frontier.LIMITS, politeness.KNOWN, politeness.STATE + "<domain>", robots.PREFIX + "<origin>"):
+        assert f"`{key}`" in doc, key
