@@ -54,6 +54,17 @@ FRONTIER_POLL_INTERVAL = 0.5
 FRONTIER_BAD_REQUESTS_MAX = 10000
 # Ready domains a lease looks at, best head-of-queue priority first.
 FRONTIER_DOMAINS_PER_LEASE = 16
+# Most requests one call to the frontier leases (the downloader's free slots, up to this).
+FRONTIER_LEASE_BATCH = 32
+# Duplicate filter (docs/frontier.md): "exact" = 64-bit fingerprints in
+# DUPEFILTER_BUCKETS integer sets (~8.5 bytes per URL while each bucket stays
+# under Redis's set-max-intset-entries, 512: buckets >= URLs / 400); "bloom" =
+# a Bloom filter for DUPEFILTER_BLOOM_CAPACITY URLs at DUPEFILTER_BLOOM_ERROR_RATE
+# (RedisBloom when the server has it, else a Redis bitmap; ~1.8 bytes per URL at 0.1%).
+DUPEFILTER_MODE = "exact"
+DUPEFILTER_BUCKETS = 4096
+DUPEFILTER_BLOOM_CAPACITY = 10000000
+DUPEFILTER_BLOOM_ERROR_RATE = 0.001
 
 # --- Politeness: per domain, for the whole cluster (docs/politeness.md) -----
 # Requests per second to one domain from all workers together ("4", "4/s",

@@ -101,4 +101,9 @@ def cli(env: dict, *args: str, input: str | None = None) -> subprocess.Completed
 
 def queued(client, spider: str) -> int:
     """Requests waiting in SPIDER's per-domain queues."""
-    return sum(client.zcard(f"{spider}:requests:{d.decode()}") for d in client.zrange(f"{spider}:domains", 0, -1))
+    return sum(int(n) for n in client.hvals(f"{spider}:queued"))
+
+
+def seen(client, spider: str) -> int:
+    """URLs SPIDER's duplicate filter took in."""
+    return int(client.get(f"{spider}:dupefilter:count") or 0)

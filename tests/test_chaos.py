@@ -10,7 +10,7 @@ import pymongo
 
 from crawlhub.services import EmbeddedMongo, EmbeddedRedis
 from crawlhub.sites import shop_pages
-from tests.harness import crawl_env, queued, start_worker, wait_all
+from tests.harness import crawl_env, queued, seen, start_worker, wait_all
 
 # fast lease expiry so that a killed worker's requests come back within seconds
 LEASES = {"LEASE_TTL": 3, "LEASE_RECLAIM_INTERVAL": 1, "MAX_IDLE_TIME_BEFORE_CLOSE": 3}
@@ -104,6 +104,6 @@ def test_redis_restarted_mid_crawl(site, mongo_uri, mongo_db, tmp_path):
         server.ensure()  # same port, same AOF
         wait_all(workers, 180)
         assert_complete(shop, pages, mongo_db.products, 480, client)
-        assert client.scard("scrapeme:dupefilter") == len(pages)
+        assert seen(client, "scrapeme") == len(pages)
     finally:
         server.stop()

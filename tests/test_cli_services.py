@@ -8,9 +8,13 @@ import shutil
 import subprocess
 import sys
 
+from scrapy.settings import Settings
+
+from crawlhub.frontier.leases import Frontier, Keys
 from crawlhub.services import EmbeddedMongo, EmbeddedRedis
 from crawlhub.sites import shop_pages
 from tests.harness import ROOT, SCRAPY, run_workers
+from tests.helpers import project_settings
 
 CRAWLHUB = [sys.executable, "-m", "crawlhub.cli"]
 
@@ -26,18 +30,20 @@ def test_seed_status_bad_seeds_and_reset(env, redis_client):
     assert "pushed 2 seed(s) to scrapeme:start_urls" in out.stdout
     assert redis_client.llen("scrapeme:start_urls") == 2
 
-    redis_client.sadd("scrapeme:dupefilter", "ab", "cd")
+    frontier = Frontier(redis_client, Keys.for_spider(Settings(project_settings()), "scrapeme"), "scrapeme")
+    for path in ("/a", "/b", "/a"):  # the second /a is a duplicate
+        frontier.enqueue(f"http://shop.test{path}", b'{"url": "http://shop.test%s"}' % path.encode(), 0, domain="shop.test")
     redis_client.lpush("scrapeme:bad_seeds", json.dumps({"seed": "ftp://x", "reason": "scheme 'ftp' is not http or https"}))
     status = json.loads(run([*CRAWLHUB, "status", "scrapeme", "--json"], env).stdout)
-    assert (status["seeds"], status["queued"], status["seen"], status["bad_seeds"]) == (2, 0, 2, 1)
+    assert (status["seeds"], status["queued"], status["seen"], status["bad_seeds"]) == (2, 2, 2, 1)
     text = run([*CRAWLHUB, "status", "scrapeme"], env).stdout
-    assert "2 seeds waiting, 0 requests queued, 2 URLs seen" in text
+    assert "2 seeds waiting, 2 requests queued, 2 URLs seen" in text
 
     listed = run([*CRAWLHUB, "bad-seeds", "scrapeme"], env).stdout
     assert "scheme 'ftp' is not http or https: 'ftp://x'" in listed
 
     refused = run([*CRAWLHUB, "reset", "scrapeme"], env, input="n\n")
-    assert refused.returncode != 0 and redis_client.exists("scrapeme:dupefilter")
+    assert refused.returncode != 0 and redis_client.keys("scrapeme:dupefilter:*")
     assert run([*CRAWLHUB, "reset", "scrapeme", "--yes"], env).returncode == 0
     assert not redis_client.keys("scrapeme:*")
 

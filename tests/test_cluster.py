@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from crawlhub.sites import shop_pages, shop_products
-from tests.harness import run_workers, start_worker, wait_all, worker_records
+from tests.harness import run_workers, seen, start_worker, wait_all, worker_records
 
 PRODUCTS, PER_PAGE = 360, 8  # 45 listing pages
 
@@ -102,7 +102,7 @@ def test_worker_that_finishes_early_leaves_the_frontier_intact(env, site, redis_
     assert fetched_when_early_left < len(pages), "the early worker did not finish early"
     assert "Closing spider (closespider_timeout)" in early.log()
     assert "SCHEDULER_PERSIST=False is ignored" in early.log()
-    assert redis_client.scard("scrapeme:dupefilter") >= fetched_when_early_left
+    assert seen(redis_client, "scrapeme") >= fetched_when_early_left
 
     wait_all([steady], 90)
 
@@ -110,6 +110,21 @@ def test_worker_that_finishes_early_leaves_the_frontier_intact(env, site, redis_
     assert set(fetched) == set(pages)
     # a page the early worker was fetching when it stopped is given back and fetched again
     assert max(fetched.values()) <= 2 and sum(fetched.values()) <= len(pages) + 1
-    assert redis_client.scard("scrapeme:dupefilter") == len(pages)
+    assert seen(redis_client, "scrapeme") == len(pages)
     assert redis_client.zcard("scrapeme:inflight") == 0
     assert_products_once(mongo_db, 160)
+
+
+def test_bloom_duplicate_filter_by_setting(env, site, redis_client, mongo_db, tmp_path):
+    pages = shop_pages(20 * 8, 8)
+    shop = site(pages)
+    env = dict(env, DUPEFILTER_MODE="bloom", DUPEFILTER_BLOOM_CAPACITY="10000")
+    redis_client.lpush("scrapeme:start_urls", f"{shop.url}/shop/")
+    run_workers("scrapeme", env, tmp_path, 2)
+
+    fetched = Counter(shop.fetched("/shop"))
+    assert set(fetched) == set(pages) and max(fetched.values()) == 1
+    assert redis_client.strlen("scrapeme:dupefilter:bloom") > 0
+    assert not [k for k in redis_client.keys("scrapeme:dupefilter:*") if redis_client.type(k) == b"set"], "no exact filter"
+    assert seen(redis_client, "scrapeme") == len(pages)
+    assert mongo_db.products.count_documents({}) == 160

@@ -101,7 +101,7 @@ def test_concurrency_cap_and_release(make, redis_client):
     taken, _ = frontier.lease("w", 60, 10)
     assert len(taken) == 2
     assert frontier.lease("w", 60, 10)[0] == []
-    pol.finish("c.test", "sp", frontier.keys.schedule, taken[0][0], 200)  # the response is in
+    frontier.finish("c.test", taken[0][0], pol.outcome(200), 0)  # the response is in
     again, _ = frontier.lease("w", 60, 10)
     assert len(again) == 1, "a finished download frees its slot at once"
     frontier.ack([taken[1][0]])  # ending a lease frees its slot too
@@ -123,13 +123,13 @@ def test_429_blocks_the_domain_for_retry_after_and_recovers(make, redis_client):
     frontier, pol = make(DOMAIN_LIMITS={"b.test": "10/s"})
     fill(frontier, "b.test", 5)
     (lease, _), = frontier.lease("w", 60, 1)[0]
-    assert pol.finish("b.test", "sp", frontier.keys.schedule, lease, 429, retry_after=3) == 2.0
+    assert frontier.finish("b.test", lease, pol.outcome(429), 3) == 2.0
     taken, wait = frontier.lease("w", 60, 5)
     assert taken == [] and 2.8 < wait <= 3.0
     state = domain_state(redis_client, "b.test")
     assert state["factor"] == 2 and 2.8 < state["blocked_for"] <= 3 and state["slowdowns"] == 1
     # successes bring the factor back to 1, gradually
-    factors = [pol.finish("b.test", "sp", frontier.keys.schedule, "", 200) for _ in range(4)]
+    factors = [frontier.finish("b.test", "", pol.outcome(200), 0) for _ in range(4)]
     assert factors[0] == pytest.approx(1.6) and factors[-1] == 1.0
     assert "factor" not in {k.decode() for k in redis_client.hkeys("crawlhub:domain:b.test")}
 
@@ -138,7 +138,7 @@ def test_slowdown_applies_to_an_unlimited_domain(make):
     frontier, pol = make(DOMAIN_BACKOFF_BASE=0.5)
     fill(frontier, "u.test", 5)
     (lease, _), = frontier.lease("w", 60, 1)[0]
-    pol.finish("u.test", "sp", frontier.keys.schedule, lease, 503)
+    frontier.finish("u.test", lease, pol.outcome(503), 0)
     taken, wait = frontier.lease("w", 60, 5)
     assert len(taken) == 1, "no Retry-After: not blocked, but paced at base x factor"
     assert frontier.lease("w", 60, 5)[0] == [] and 0.9 < frontier.lease("w", 60, 5)[1] <= 1.0

@@ -55,8 +55,11 @@ def test_undecodable_queue_payloads_are_set_aside_not_run(env, site, redis_clien
         def __reduce__(self):
             return (open, (str(marker), "w"))
 
+    # queued by hand, the way the frontier queues (docs/redis-keys.md)
     redis_client.zadd("scrapeme:domains", {"x": 0})
-    redis_client.zadd("scrapeme:requests:x", {pickle.dumps(Exploit()): 0, b"{garbage": 0, b'{"url": "http://x/", "_class": "os.system"}': 0})
+    redis_client.zadd("scrapeme:requests:x", {"0": 0})
+    redis_client.hset("scrapeme:queued", "x", 3)
+    redis_client.rpush("scrapeme:requests:x:0", *[pickle.dumps(Exploit()), b"{garbage", b'{"url": "http://x/", "_class": "os.system"}'])
     redis_client.lpush("scrapeme:start_urls", f"{shop.url}/shop/")
     (worker,) = run_workers("scrapeme", env, tmp_path, 1)
 

@@ -46,7 +46,9 @@ def spider_keys(settings, spider: str) -> dict[str, str]:
 def existing_spider_keys(server, settings, spider: str) -> list[str]:
     """spider_keys plus the per-domain queues that exist now (what `reset` deletes)."""
     named = spider_keys(settings, spider)
-    return list(named.values()) + [k.decode() for k in server.scan_iter(named["queue"] + ":*", count=1000)]
+    return list(named.values()) + [
+        k.decode() for prefix in (named["queue"], named["dupefilter"]) for k in server.scan_iter(prefix + ":*", count=1000)
+    ]
 
 
 def _frontier(server, settings, spider: str) -> Frontier:
@@ -106,7 +108,7 @@ def status(spider, as_json):
     queued = sum(per_domain.values())
     pipe = server.pipeline(transaction=False)
     pipe.llen(keys["seeds"]).zcard(keys["inflight"]).zcard(keys["delayed"])
-    pipe.llen(keys["dlq"]).scard(keys["dupefilter"]).llen(keys["bad_seeds"]).llen(keys["bad_requests"])
+    pipe.llen(keys["dlq"]).get(keys["seen"]).llen(keys["bad_seeds"]).llen(keys["bad_requests"])
     pipe.get(keys["budget"]).get(keys["budget_used"]).hgetall(keys["stats"]).hgetall(keys["workers"])
     (seeds, inflight, delayed, dlq, seen, bad_seeds, bad_requests,
      budget, budget_used, stats, workers) = pipe.execute()
@@ -114,7 +116,7 @@ def status(spider, as_json):
     budget = int(budget) if budget else settings.getint("CRAWL_BUDGET")
     data = {
         "spider": spider, "seeds": seeds, "queued": queued, "inflight": inflight, "delayed": delayed,
-        "dlq": dlq, "seen": seen, "bad_seeds": bad_seeds, "bad_requests": bad_requests,
+        "dlq": dlq, "seen": int(seen or 0), "bad_seeds": bad_seeds, "bad_requests": bad_requests,
         "budget": budget, "budget_used": int(budget_used or 0),
         "counters": {k.decode(): int(v) for k, v in stats.items()}, "workers": workers,
         "queued_by_domain": per_domain,
@@ -122,7 +124,7 @@ def status(spider, as_json):
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return
-    click.echo(f"spider {spider}: {seeds} seeds waiting, {queued} requests queued, {seen} URLs seen")
+    click.echo(f"spider {spider}: {seeds} seeds waiting, {queued} requests queued, {data['seen']} URLs seen")
     if per_domain:
         top = sorted(per_domain.items(), key=lambda kv: -kv[1])[:10]
         click.echo("queued by domain: " + ", ".join(f"{d}={n}" for d, n in top) + (" ..." if len(per_domain) > 10 else ""))

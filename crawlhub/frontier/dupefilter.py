@@ -1,13 +1,118 @@
-"""The shared duplicate filter: a Redis set of request fingerprints.
+"""The shared duplicate filter.
 
 Fingerprints are Scrapy's own (``crawler.request_fingerprinter``), so
-REQUEST_FINGERPRINTER_CLASS applies as in plain Scrapy. Closing a worker never
-clears the set: other workers are still using it.
+REQUEST_FINGERPRINTER_CLASS applies as in plain Scrapy. The frontier's
+enqueue script checks and records them (:mod:`crawlhub.frontier.leases`);
+the classes here say how (``DUPEFILTER_MODE``):
+
+``exact`` (default)
+    the first 64 bits of the fingerprint, as an integer, in one of
+    ``DUPEFILTER_BUCKETS`` Redis sets (``<dupefilter>:<bucket>``, bucket from
+    the next bits). Sets of integers up to ``set-max-intset-entries`` (512 by
+    default) are stored by Redis as packed arrays: about 8.5 bytes per URL
+    instead of ~85 for a set of 40-character hex strings. No false positive
+    beyond a 64-bit collision (the chance of any at all among a million URLs
+    is about 3 in 10^8). Keep URLs per bucket under the intset limit:
+    buckets >= expected URLs / 400 (4096 buckets: ~1.6 M URLs), or raise
+    ``set-max-intset-entries`` on the server.
+``bloom``
+    a Bloom filter sized for ``DUPEFILTER_BLOOM_CAPACITY`` URLs at
+    ``DUPEFILTER_BLOOM_ERROR_RATE`` false positives: RedisBloom's BF.ADD when
+    the server has the module, else a Redis bitmap (``<dupefilter>:bloom``)
+    with k bit positions from the fingerprint (double hashing). About 1.8
+    bytes per URL at 0.1%. A false positive means a URL is not crawled.
+
+``<dupefilter>:count`` counts the URLs taken in. Closing a worker never
+clears the filter: other workers are still using it.
 """
 
 from __future__ import annotations
 
+import hashlib
+import math
+
 from scrapy_redis.dupefilter import RFPDupeFilter
+
+MAX_BITMAP_BITS = 2**32  # Redis strings stop at 512 MB
+
+
+def fingerprint_bytes(fp) -> bytes:
+    """A fingerprint as bytes: Scrapy's digest, its hex form, or any other string (hashed)."""
+    if isinstance(fp, bytes):
+        return fp
+    try:
+        return bytes.fromhex(fp)
+    except ValueError:
+        return hashlib.sha1(fp.encode()).digest()
+
+
+class ExactFilter:
+    def __init__(self, key: str, buckets: int = 4096):
+        if buckets < 1:
+            raise ValueError("DUPEFILTER_BUCKETS must be 1 or more")
+        self.key, self.buckets = key, buckets
+
+    def spec(self, fp) -> list:
+        raw = fingerprint_bytes(fp)
+        value = int.from_bytes(raw[:8], "big", signed=True)
+        bucket = int.from_bytes(raw[8:12], "big") % self.buckets
+        return ["s", f"{self.key}:{bucket:x}", str(value)]
+
+
+class BloomFilter:
+    """A Bloom filter on a Redis bitmap, k positions by double hashing."""
+
+    def __init__(self, key: str, capacity: int, error_rate: float):
+        if not 0 < error_rate < 1 or capacity < 1:
+            raise ValueError("DUPEFILTER_BLOOM_CAPACITY must be >= 1 and DUPEFILTER_BLOOM_ERROR_RATE in (0, 1)")
+        self.key = f"{key}:bloom"
+        self.bits = math.ceil(-capacity * math.log(error_rate) / math.log(2) ** 2)
+        if self.bits > MAX_BITMAP_BITS:
+            raise ValueError(f"a Bloom filter of {capacity} URLs at {error_rate} needs {self.bits} bits; a Redis bitmap holds "
+                             f"{MAX_BITMAP_BITS} (use RedisBloom, a lower capacity or a higher error rate)")
+        self.hashes = max(1, round(self.bits / capacity * math.log(2)))
+
+    def spec(self, fp) -> list:
+        raw = hashlib.sha256(fingerprint_bytes(fp)).digest()
+        h1, h2 = int.from_bytes(raw[:8], "big"), int.from_bytes(raw[8:16], "big") | 1
+        return ["b", self.key, self.bits, *((h1 + i * h2) % self.bits for i in range(self.hashes))]
+
+
+class RedisBloomFilter:
+    """RedisBloom's scalable filter (BF.RESERVE once, BF.ADD per URL)."""
+
+    def __init__(self, server, key: str, capacity: int, error_rate: float):
+        self.key = f"{key}:bf"
+        try:
+            server.execute_command("BF.RESERVE", self.key, error_rate, capacity)
+        except Exception as exc:  # noqa: BLE001 - "item exists": another worker made it
+            if "exists" not in str(exc).lower():
+                raise
+
+    def spec(self, fp) -> list:
+        return ["f", self.key, fingerprint_bytes(fp).hex()]
+
+
+def has_redisbloom(server) -> bool:
+    try:
+        modules = server.module_list()
+    except Exception:  # noqa: BLE001 - MODULE LIST refused (ACL, managed Redis): no module
+        return False
+    return any((m.get(b"name") or m.get("name")) in (b"bf", "bf") for m in modules)
+
+
+def make_filter(server, settings, key: str):
+    """The filter DUPEFILTER_MODE asks for."""
+    mode = settings.get("DUPEFILTER_MODE", "exact")
+    if mode == "exact":
+        return ExactFilter(key, settings.getint("DUPEFILTER_BUCKETS", 4096))
+    if mode == "bloom":
+        capacity = settings.getint("DUPEFILTER_BLOOM_CAPACITY")
+        error_rate = settings.getfloat("DUPEFILTER_BLOOM_ERROR_RATE")
+        if has_redisbloom(server):
+            return RedisBloomFilter(server, key, capacity, error_rate)
+        return BloomFilter(key, capacity, error_rate)
+    raise ValueError(f"DUPEFILTER_MODE must be 'exact' or 'bloom', not {mode!r}")
 
 
 class RedisDupeFilter(RFPDupeFilter):
@@ -39,3 +144,8 @@ class RedisDupeFilter(RFPDupeFilter):
         if self.stats:
             self.stats.inc_value("dupefilter/filtered")
         super().log(request, spider)
+
+
+def seen_count(server, key: str) -> int:
+    """How many URLs the filter at ``key`` took in."""
+    return int(server.get(f"{key}:count") or 0)

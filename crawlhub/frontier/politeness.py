@@ -23,7 +23,7 @@ import re
 import time
 from dataclasses import dataclass
 
-from crawlhub.frontier.leases import FINISH, RESERVE, Frontier, _text
+from crawlhub.frontier.leases import RESERVE, Frontier, _text
 
 STATE = "crawlhub:domain:"
 KNOWN = "crawlhub:domains"  # zset: domain -> last time a request was granted
@@ -112,7 +112,6 @@ class Politeness:
         )
 
     def __post_init__(self):
-        self._finish = self.server.register_script(FINISH)
         self._reserve = self.server.register_script(RESERVE)
 
     def config(self) -> dict:
@@ -123,21 +122,13 @@ class Politeness:
             conf["domains"] = self.domains
         return conf
 
-    def finish(self, domain: str, spider: str, schedule_key: str, lease_id: str = "", status: int | None = None,
-               retry_after: float = 0.0) -> float:
-        """A download is over: release its slot; slow down on 429/503, recover on success."""
+    def outcome(self, status: int | None) -> str:
+        """What an answer means for the domain's pace: "slow", "ok", or "" (neither, or no answer)."""
         if status is None:
-            outcome = ""
-        elif status in self.slowdown_codes:
-            outcome = "slow"
-        elif status < 400:
-            outcome = "ok"
-        else:
-            outcome = ""
-        return float(self._finish(
-            keys=[schedule_key],
-            args=[domain, spider, lease_id, outcome, retry_after, self.factor_max, self.recovery],
-        ))
+            return ""
+        if status in self.slowdown_codes:
+            return "slow"
+        return "ok" if status < 400 else ""
 
     def reserve(self, domain: str) -> float:
         """Take the domain's next request slot; seconds to wait before using it."""

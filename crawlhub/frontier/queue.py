@@ -1,7 +1,8 @@
-"""The shared request queue: scrapy-redis's priority queue, JSON-encoded.
+"""The request encoding of the shared queue (scrapy-redis's queue class, JSON only).
 
-RedisScheduler takes requests through a lease script
-(:mod:`crawlhub.frontier.leases`); this class supplies the encoding and what
+RedisScheduler queues and takes requests through the frontier's scripts
+(:mod:`crawlhub.frontier.leases`: FIFO lists per domain and priority); this
+class supplies the encoding and what
 happens to a payload that does not decode (pickle, garbage, a class or
 callback we do not allow): it is never executed, but logged with the reason
 and set aside in ``<spider>:bad_requests`` for inspection.

@@ -36,8 +36,8 @@ from twisted.internet import task
 
 from crawlhub import signals as ch_signals
 from crawlhub.connection import connect_redis
-from crawlhub.frontier.dupefilter import RedisDupeFilter
-from crawlhub.frontier.leases import BUDGET_EXHAUSTED, Frontier, Keys, domain_of
+from crawlhub.frontier.dupefilter import RedisDupeFilter, make_filter
+from crawlhub.frontier.leases import Frontier, Keys, Tick, domain_of, lease_domain
 from crawlhub.frontier.politeness import Politeness
 from crawlhub.frontier.serializer import DecodeError, EncodeError
 from crawlhub.spider import worker_id
@@ -80,8 +80,13 @@ class RedisScheduler(Scheduler):
         self.stats = crawler.stats
         self.worker = worker_id()
         self.local: deque = deque()  # requests that cannot be JSON: this worker crawls them
-        self.unsent: deque = deque()  # enqueues that failed while Redis was down
-        self.unacked: list[str] = []  # acks that failed while Redis was down
+        # sent with the next call to the frontier (one round trip for all):
+        self.pending_enq: list[tuple] = []  # requests to enqueue
+        self.pending_fin: list[tuple] = []  # downloads that are over (free their domain's slot)
+        self.pending_ack: list[str] = []  # leases whose work is done
+        self.prefetched: deque = deque()  # leased in the last call, not yet handed to the engine
+        self.concurrency = settings.getint("CONCURRENT_REQUESTS")
+        self.lease_batch = settings.getint("FRONTIER_LEASE_BATCH")
         self.leases: dict[str, Lease] = {}
         self.ready: list[str] = []  # leases whose items all reached the store's buffer
         self.wait_for_store = False
@@ -117,7 +122,9 @@ class RedisScheduler(Scheduler):
         self.keys = Keys.for_spider(settings, spider.name)
         self.politeness = Politeness.from_settings(self.server, settings)
         self.frontier = Frontier(
-            self.server, self.keys, spider.name, self.politeness.config(), settings.getint("FRONTIER_DOMAINS_PER_LEASE")
+            self.server, self.keys, spider.name, self.politeness.config(), settings.getint("FRONTIER_DOMAINS_PER_LEASE"),
+            dupefilter=make_filter(self.server, settings, self.keys.dupefilter),
+            factor_max=self.politeness.factor_max, recovery=self.politeness.recovery,
         )
         self.queue = load_object(self.queue_cls)(
             server=self.server,
@@ -148,7 +155,7 @@ class RedisScheduler(Scheduler):
                 timer.stop()
         if self._wakeup is not None and self._wakeup.active():
             self._wakeup.cancel()
-        self._retry_unsent()
+        self.flush()
         returned = 0
         for lease in list(self.leases.values()):
             try:
@@ -180,19 +187,34 @@ class RedisScheduler(Scheduler):
                 self.ack([ends])
             return True
         fp = self.df.request_fingerprint(request)
-        args = (fp, payload, request.priority, request.dont_filter, ends, domain_of(request.url))
-        try:
-            added = self.frontier.enqueue(*args)
-        except redis.RedisError as exc:
-            logger.warning("Redis unavailable (%s): holding %s until it is back", exc, request.url)
-            self.unsent.append(args)
-            return True
-        if not added:
-            self.df.log(request, self.spider)
-            return False
-        self.stats.inc_value("scheduler/enqueued/redis")
+        # sent with the next call to the frontier: a page's links go in one round
+        # trip, always before the page's own lease ends (same call, enqueues first)
+        self.pending_enq.append((fp, payload, request.priority, request.dont_filter, ends, domain_of(request.url)))
         self._not_before = 0.0  # its domain may be ready now
         return True
+
+    def flush(self, n: int = 0) -> Tick | None:
+        """One round trip: send what is pending (enqueues, finished downloads, acks) and take up to n requests.
+
+        What could not be sent (Redis down) stays pending for the next call.
+        """
+        enq, fin, ack = self.pending_enq, self.pending_fin, self.pending_ack
+        if not (enq or fin or ack or n):
+            return None
+        self.pending_enq, self.pending_fin, self.pending_ack = [], [], []
+        try:
+            result = self.frontier.tick(enq, fin, ack, n, self.worker, self.lease_ttl, self.budget)
+        except redis.RedisError as exc:
+            logger.warning("Redis unavailable (%s): %d enqueues and %d acks held until it is back", exc, len(enq), len(ack))
+            self.pending_enq[:0], self.pending_fin[:0], self.pending_ack[:0] = enq, fin, ack
+            return None
+        if enq:
+            self.stats.inc_value("scheduler/enqueued/redis", result.added)
+            if len(enq) > result.added:
+                self.stats.inc_value("dupefilter/filtered", len(enq) - result.added)
+        if ack:
+            self.stats.inc_value("leases/acked", len(ack))
+        return result
 
     def _derived_from(self, request) -> str:
         """The lease a redirect ends ('' if none); strips lease meta copied into children."""
@@ -213,37 +235,45 @@ class RedisScheduler(Scheduler):
     def next_request(self):
         if self.local:
             return self.local.popleft()
+        if self.prefetched:
+            return self.prefetched.popleft()
         if self.budget_exhausted or self.store_full or time.monotonic() < self._not_before:
+            if self.pending_enq or self.pending_fin or self.pending_ack:
+                self.flush()
             return None
-        while True:
-            try:
-                taken, wait = self.frontier.lease(self.worker, self.lease_ttl, 1, self.budget)
-            except redis.RedisError as exc:
-                logger.warning("Redis unavailable (%s): no request taken this time", exc)
-                return None
-            if taken is BUDGET_EXHAUSTED:
-                self.budget_exhausted = True
-                logger.info("The crawl budget is used up: this worker takes no more requests")
-                return None
-            if not taken:
-                self._starved = True
-                self._sleep(wait)
-                return None
-            ((lease_id, payload),) = taken
+        result = self.flush(self._room())
+        if result is None:
+            return None
+        if result.budget_exhausted:
+            self.budget_exhausted = True
+            logger.info("The crawl budget is used up: this worker takes no more requests")
+            return None
+        for lease_id, payload in result.taken:
             try:
                 request = self.queue.serializer.decode(payload)
             except DecodeError as exc:
                 self.queue.set_aside(payload, str(exc))
-                self.frontier.ack([lease_id])
+                self.pending_ack.append(lease_id)
                 continue
             request.meta[LEASE] = lease_id
             self.leases[lease_id] = Lease(lease_id, request.url, payload, request.priority)
-            self.stats.inc_value("scheduler/dequeued/redis")
-            self._starved = False
-            return request
+            self.prefetched.append(request)
+        if not self.prefetched:
+            self._starved = True
+            self._sleep(result.wait)
+            return None
+        self.stats.inc_value("scheduler/dequeued/redis", len(self.prefetched))
+        self._starved = False
+        return self.prefetched.popleft()
+
+    def _room(self) -> int:
+        """Requests to lease at once: the downloader's free slots (at most FRONTIER_LEASE_BATCH)."""
+        engine = self.crawler.engine
+        active = len(engine.downloader.active) if engine is not None and engine.downloader is not None else 0
+        return max(1, min(self.concurrency - active, self.lease_batch))
 
     def has_pending_requests(self):
-        if self.local:
+        if self.local or self.prefetched or self.pending_enq:
             return True
         if self.budget_exhausted:
             return False
@@ -251,6 +281,28 @@ class RedisScheduler(Scheduler):
             return self.frontier.pending()
         except redis.RedisError:
             return True  # unknown: do not let the worker close on a Redis hiccup
+
+    def download_finished(self, request, status: int | None, retry_after: float = 0.0) -> None:
+        """A download is over: its domain's concurrency slot frees with the next call to the
+        frontier; a slow-down (429/503) is sent at once, so every worker slows down now."""
+        lease_id = request.meta.get(LEASE) or ""
+        domain = lease_domain(lease_id) or domain_of(request.url)
+        outcome = self.politeness.outcome(status)
+        if outcome != "slow":
+            if lease_id or outcome:
+                self.pending_fin.append((domain, lease_id, outcome, retry_after))
+            return
+        try:
+            factor = self.frontier.finish(domain, lease_id, outcome, retry_after)
+        except redis.RedisError as exc:
+            logger.warning("Redis unavailable (%s): the slow-down of %s is held until it is back", exc, domain)
+            self.pending_fin.append((domain, lease_id, outcome, retry_after))
+            return
+        self.stats.inc_value(f"politeness/slowdown/{domain}")
+        logger.info(
+            "%s answered %s: every worker slows down on %s (factor %g%s)",
+            request.url, status, domain, factor, f", none before {retry_after:g}s" if retry_after else "",
+        )
 
     # -- how a lease ends ----------------------------------------------------------
     def lease_of(self, request) -> Lease | None:
@@ -306,15 +358,8 @@ class RedisScheduler(Scheduler):
             logger.debug("Dropped %s: %s", request.url, reason)
 
     def ack(self, lease_ids) -> None:
-        lease_ids = list(lease_ids)
-        try:
-            self.frontier.ack(lease_ids + self.unacked)
-            self.unacked = []
-        except redis.RedisError as exc:
-            logger.warning("Redis unavailable (%s): %d acks held until it is back", exc, len(lease_ids))
-            self.unacked.extend(lease_ids)
-            return
-        self.stats.inc_value("leases/acked", len(lease_ids))
+        """Acks go with the next call to the frontier (the poller sends them when the worker is idle)."""
+        self.pending_ack.extend(lease_ids)
 
     def retry(self, request, reason: str, retry_after: float = 0.0, status: int | None = None) -> str | None:
         """Send the request back through the shared frontier after a backoff, or to the DLQ.
@@ -324,6 +369,7 @@ class RedisScheduler(Scheduler):
         lease = self.lease_of(request)
         if lease is None:
             return None
+        self.flush()
         attempts = request.meta.get(ATTEMPTS, 0) + 1
         if attempts > self.retry_times:
             self.dead_letter(request, error=reason, status=status, attempts=attempts)
@@ -347,6 +393,7 @@ class RedisScheduler(Scheduler):
         lease = self.lease_of(request)
         if lease is None:
             return False
+        self.flush()
         later = request.replace(dont_filter=True)
         later.meta.pop(LEASE, None)
         later.meta.pop("crawlhub_reslot", None)
@@ -364,6 +411,7 @@ class RedisScheduler(Scheduler):
 
     def _dead_letter(self, lease: Lease, meta: dict, error: str, status=None, attempts=None) -> None:
         self.leases.pop(lease.id, None)
+        self.flush()  # the page's links are queued before its lease ends
         now = time.time()
         record = {
             "url": lease.url,
@@ -418,6 +466,8 @@ class RedisScheduler(Scheduler):
         This uses the engine's private ``_slot.nextcall``; without it, the
         heartbeat still works.
         """
+        if self.pending_enq or self.pending_fin or self.pending_ack:
+            self.flush()
         if not self._starved or self.budget_exhausted or time.monotonic() < self._not_before:
             return
         try:
@@ -456,9 +506,7 @@ class RedisScheduler(Scheduler):
         """Renew this worker's leases; reclaim dead workers' expired leases; retry held writes."""
         now = time.monotonic()
         try:
-            self._retry_unsent()
-            if self.unacked:
-                self.ack([])
+            self.flush()
             if now - self._last_renew >= self.lease_ttl / 3:
                 self._last_renew = now
                 lost = self.frontier.renew(self.leases, self.lease_ttl)
@@ -473,11 +521,6 @@ class RedisScheduler(Scheduler):
         except Exception:  # noqa: BLE001 - a timer must not die
             logger.exception("Lease maintenance failed")
 
-    def _retry_unsent(self) -> None:
-        while self.unsent:
-            self.frontier.enqueue(*self.unsent[0])
-            self.unsent.popleft()
-
     def reclaim(self) -> int:
         """Put expired leases (their worker died) back in the queue, counting an attempt."""
         k = self.keys
@@ -491,7 +534,7 @@ class RedisScheduler(Scheduler):
                 try:
                     data = json.loads(payload)
                 except ValueError:
-                    self.frontier.ack([lease_id])
+                    self.ack([lease_id])
                     continue
                 meta = data.setdefault("meta", {})
                 meta["crawlhub_expiries"] = meta.get("crawlhub_expiries", 0) + 1

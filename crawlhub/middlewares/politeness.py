@@ -24,7 +24,7 @@ import logging
 
 import redis
 
-from crawlhub.frontier.leases import domain_of, lease_domain
+from crawlhub.frontier.leases import domain_of
 from crawlhub.frontier.scheduler import LEASE
 from crawlhub.middlewares import FrontierMiddleware
 from crawlhub.middlewares.retry import retry_after_seconds
@@ -63,20 +63,5 @@ class PolitenessMiddleware(FrontierMiddleware):
 
     def _finish(self, request, status, retry_after=0.0):
         scheduler = self.scheduler
-        if scheduler is None:
-            return
-        lease_id = request.meta.get(LEASE) or ""
-        domain = lease_domain(lease_id) or domain_of(request.url)
-        try:
-            factor = scheduler.politeness.finish(
-                domain, scheduler.spider.name, scheduler.keys.schedule, lease_id, status, retry_after
-            )
-        except redis.RedisError as exc:
-            logger.warning("Redis unavailable (%s): the slot of %s frees when its lease ends", exc, request.url)
-            return
-        if status in scheduler.politeness.slowdown_codes:
-            self.crawler.stats.inc_value(f"politeness/slowdown/{domain}")
-            logger.info(
-                "%s answered %s: every worker slows down on %s (factor %g%s)",
-                request.url, status, domain, factor, f", none before {retry_after:g}s" if retry_after else "",
-            )
+        if scheduler is not None:
+            scheduler.download_finished(request, status, retry_after)

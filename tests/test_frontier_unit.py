@@ -1,0 +1,95 @@
+"""The frontier's queue and duplicate filters on a real Redis: order, dedup, batching."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+from scrapy.settings import Settings
+
+from crawlhub.frontier.dupefilter import BloomFilter, ExactFilter, make_filter, seen_count
+from crawlhub.frontier.leases import Frontier, Keys
+from tests.helpers import project_settings
+
+
+def frontier_for(redis_client, **settings) -> Frontier:
+    s = Settings(project_settings(**settings))
+    keys = Keys.for_spider(s, "sp")
+    return Frontier(redis_client, keys, "sp", {"rate": 0}, dupefilter=make_filter(redis_client, s, keys.dupefilter))
+
+
+def request(n: int, priority: int = 0, domain: str = "a.test") -> tuple:
+    url = f"http://{domain}/{n}"
+    return (url, json.dumps({"url": url, "priority": priority}), priority, False, "", domain)
+
+
+def urls(taken) -> list[str]:
+    return [json.loads(payload)["url"] for _, payload in taken]
+
+
+def test_fifo_within_a_priority_and_priority_first(redis_client):
+    frontier = frontier_for(redis_client)
+    order = [(i, (i * 7) % 3) for i in range(60)]  # priorities 0, 1, 2 interleaved
+    frontier.tick([request(i, p) for i, p in order])
+    taken = []
+    for batch in (1, 5, 7, 60):  # batch sizes do not change the order
+        taken += frontier.lease("w", 60, batch)[0]
+    expected = [f"http://a.test/{i}" for p in (2, 1, 0) for i, q in order if q == p]
+    assert urls(taken) == expected[: len(taken)] and len(taken) == 60
+
+
+def test_a_lease_given_back_is_first_in_line(redis_client):
+    frontier = frontier_for(redis_client)
+    frontier.tick([request(i) for i in range(5)])
+    (lease, payload), = frontier.lease("w", 60, 1)[0]
+    assert frontier.requeue(lease, payload, 0)
+    assert urls(frontier.lease("w", 60, 5)[0]) == [f"http://a.test/{i}" for i in range(5)]
+
+
+def test_one_call_enqueues_acks_and_leases(redis_client):
+    frontier = frontier_for(redis_client)
+    frontier.tick([request(0)])
+    (parent, _), = frontier.lease("w", 60, 1)[0]
+    # a page's links and its ack go together, links first; the same call leases them
+    result = frontier.tick([request(1), request(2), request(1)], acks=[parent], n=10, worker="w")
+    assert (result.added, result.acked) == (2, 1)
+    assert urls(result.taken) == ["http://a.test/1", "http://a.test/2"]
+    assert redis_client.zcard("sp:inflight") == 2 and seen_count(redis_client, "sp:dupefilter") == 3
+
+
+def test_exact_filter_is_packed_integers_without_false_positives(redis_client):
+    frontier = frontier_for(redis_client, DUPEFILTER_BUCKETS=64)
+    batch = [request(i) for i in range(20000)]
+    for i in range(0, len(batch), 2000):
+        assert frontier.tick(batch[i:i + 2000]).added == 2000, "no false positive among 20,000 URLs"
+    assert frontier.tick(batch[:2000]).added == 0, "every duplicate is caught"
+    buckets = list(redis_client.scan_iter("sp:dupefilter:*[0-9a-f]"))
+    assert len(buckets) == 64
+    assert {redis_client.object("encoding", k) for k in buckets} == {b"intset"}
+    assert sum(frontier.queued().values()) == 20000 and seen_count(redis_client, "sp:dupefilter") == 20000
+
+
+def test_fingerprints_spread_over_buckets():
+    f = ExactFilter("df", 16)
+    keys = {f.spec(hashlib.sha1(str(i).encode()).digest())[1] for i in range(400)}
+    assert len(keys) == 16
+    assert f.spec(b"\xff" * 20)[2] == "-1", "the first 64 bits, as a signed integer"
+
+
+def test_bloom_filter_setting(redis_client):
+    frontier = frontier_for(redis_client, DUPEFILTER_MODE="bloom", DUPEFILTER_BLOOM_CAPACITY=5000,
+                            DUPEFILTER_BLOOM_ERROR_RATE=0.001)
+    assert isinstance(frontier.dupefilter, BloomFilter) and frontier.dupefilter.hashes == 10
+    assert frontier.tick([request(i) for i in range(3000)]).added >= 2997
+    assert frontier.tick([request(i) for i in range(3000)]).added == 0, "a Bloom filter has no false negatives"
+    size = redis_client.strlen("sp:dupefilter:bloom")
+    assert size == -(-frontier.dupefilter.bits // 8), "the bitmap is made at its full size"
+    assert size / 5000 < 2, "under 2 bytes per URL at capacity"
+
+
+def test_bad_dupefilter_settings():
+    with pytest.raises(ValueError, match="DUPEFILTER_MODE"):
+        make_filter(None, Settings(project_settings(DUPEFILTER_MODE="fuzzy")), "df")
+    with pytest.raises(ValueError, match="bits"):
+        BloomFilter("df", 10**10, 0.0001)
