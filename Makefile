@@ -17,9 +17,17 @@ help:
 
 setup: sysdeps venv
 
-# System packages: redis-server (Debian package). Nothing else is needed from apt
-# for the foundation; the MongoDB-wire server (SecantusDB) comes from PyPI.
+# System packages: redis-server and chromium (Debian packages; scrapy-playwright
+# launches Debian's Chromium, so `playwright install` is never needed). The
+# MongoDB-wire server (SecantusDB) comes from PyPI.
 sysdeps:
+	@if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then \
+	  echo ">> installing chromium (apt) for the browser spiders"; \
+	  if command -v apt-get >/dev/null 2>&1; then \
+	    $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null \
+	      || echo "!! apt-get could not install chromium; browser tests will be skipped"; \
+	  fi; \
+	fi
 	@if ! command -v redis-server >/dev/null 2>&1; then \
 	  echo ">> installing redis-server (apt)"; \
 	  if command -v apt-get >/dev/null 2>&1; then \

@@ -131,6 +131,8 @@ DOWNLOADER_MIDDLEWARES = {
     "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
     "crawlhub.middlewares.robots.SharedRobotsMiddleware": 100,
     "crawlhub.middlewares.retry.FrontierRetryMiddleware": 550,
+    # which requests Chromium renders; browser timeouts become retries
+    "crawlhub.browser.BrowserMiddleware": 560,
     # closest to the download: sees every raw response (429, 3xx) first
     "crawlhub.middlewares.politeness.PolitenessMiddleware": 950,
 }
@@ -165,6 +167,26 @@ GENERIC_DEPTH_LIMIT = 3
 TWISTED_REACTOR = "twisted.internet.asyncioreactor.AsyncioSelectorReactor"
 FEED_EXPORT_ENCODING = "utf-8"
 LOG_LEVEL = "INFO"
+
+# --- Browser: headless Chromium through scrapy-playwright (docs/browser.md) ---
+# Spiders with use_browser or browser_needs get the browser download handler;
+# True gives it to every spider (needed for meta={"browser": True} elsewhere).
+BROWSER_ENABLED = False
+# Chromium to launch; empty = chromium (Debian) or chromium-browser on PATH.
+CHROMIUM_PATH = ""
+# Per worker: browser contexts, and pages open at once in each.
+BROWSER_MAX_CONTEXTS = 2
+BROWSER_MAX_PAGES_PER_CONTEXT = 4
+# Seconds for a page's navigation (then an ordinary retry, then the DLQ: "browser timeout").
+BROWSER_TIMEOUT = 30.0
+# Resource types the browser does not load (Playwright's resource_type names).
+BROWSER_ABORT_RESOURCES = ["image", "font", "media"]
+# browser_needs fallback: a domain whose plain pages lack the data this often
+# (and at least BROWSER_MARK_MIN_FALLBACKS times) is rendered directly by every worker.
+BROWSER_MARK_RATIO = 0.5
+BROWSER_MARK_MIN_FALLBACKS = 1
+# Seconds between a worker's reads of the domains that need the browser.
+BROWSER_DOMAINS_REFRESH = 5.0
 
 # --- Items ----------------------------------------------------------------
 ITEM_PIPELINES = {

@@ -47,6 +47,22 @@ class CrawlhubSpider(Spider):
 
     #: Follow only links on the seed's host (set False to leave the host).
     same_host_only = True
+    #: Render every page in headless Chromium (docs/browser.md).
+    use_browser = False
+    #: CSS selectors the data needs: a plain page with none of them is
+    #: rendered in the browser (and a domain that keeps needing it, always).
+    browser_needs: tuple[str, ...] = ()
+
+    @classmethod
+    def update_settings(cls, settings):
+        super().update_settings(settings)
+        if cls.use_browser or cls.browser_needs or settings.getbool("BROWSER_ENABLED"):
+            from crawlhub.browser import browser_settings
+
+            for name, value in browser_settings(settings).items():
+                if name == "DOWNLOAD_HANDLERS":
+                    value = {**settings.getdict("DOWNLOAD_HANDLERS"), **value}
+                settings.set(name, value, priority="spider")
 
     @classmethod
     def from_crawler(cls, crawler, *args, **kwargs):

@@ -44,6 +44,7 @@ def start_worker(spider: str, env: dict, logdir: Path, name: str, cwd: Path = RO
     cmd = [*SCRAPY, "crawl", spider]
     for key, value in settings.items():
         cmd += ["-s", f"{key}={value}"]
+    logdir.mkdir(parents=True, exist_ok=True)
     log_path = logdir / f"{name}.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT)

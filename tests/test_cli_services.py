@@ -90,4 +90,4 @@ def test_genspider_template_makes_a_working_spider(tmp_path, env):
     assert "class BooksSpider(CrawlhubSpider)" in source and 'name = "books"' in source
     assert len([line for line in source.splitlines() if line.strip()]) <= 20
     listed = run([*SCRAPY, "list"], env, cwd=project)
-    assert listed.stdout.split() == ["books", "generic", "quotes", "scrapeme"], listed.stderr
+    assert listed.stdout.split() == ["books", "generic", "quotes", "quotes_auto", "quotes_js", "scrapeme"], listed.stderr

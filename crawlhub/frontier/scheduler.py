@@ -223,7 +223,8 @@ class RedisScheduler(Scheduler):
             return ""
         lease = self.leases.get(lease_id)
         redirected_from = (request.meta.get("redirect_urls") or [None])[-1]
-        if lease is not None and redirected_from == lease.url:
+        same_page = request.meta.pop("crawlhub_same_page", False)  # e.g. the browser fallback
+        if lease is not None and (redirected_from == lease.url or (same_page and request.url == lease.url)):
             del self.leases[lease_id]
             return lease_id
         # a child request that copied its parent's meta: it is a new request

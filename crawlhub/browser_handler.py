@@ -1,0 +1,36 @@
+"""BrowserDownloadHandler: scrapy-playwright on Debian's Chromium (see crawlhub.browser).
+
+A module of its own so that workers that never use the browser never import Playwright.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from scrapy_playwright.handler import ScrapyPlaywrightDownloadHandler
+
+from crawlhub.browser import CHROMIUM_ARGS, chromium_path
+
+logger = logging.getLogger(__name__)
+
+
+class BrowserDownloadHandler(ScrapyPlaywrightDownloadHandler):
+    def __init__(self, crawler):
+        super().__init__(crawler)
+        settings = crawler.settings
+        options = dict(self.config.launch_options)
+        options.setdefault("executable_path", chromium_path(settings))
+        options.setdefault("headless", True)
+        options["args"] = [*CHROMIUM_ARGS, *options.get("args", [])]
+        options.setdefault("timeout", settings.getfloat("BROWSER_TIMEOUT") * 1000)
+        self.config.launch_options = options
+        aborted = frozenset(settings.getlist("BROWSER_ABORT_RESOURCES"))
+
+        def abort(request) -> bool:
+            return request.resource_type in aborted
+
+        if aborted and self.abort_request is None:
+            self.abort_request = abort
+        logger.info("Browser: %s (headless), at most %d contexts x %d pages, aborting %s",
+                    options["executable_path"], self.config.max_contexts or 0, self.config.max_pages_per_context,
+                    ", ".join(sorted(aborted)) or "nothing")

@@ -1,0 +1,36 @@
+"""Browser wiring without a browser: who gets the handler, where Chromium comes from."""
+
+from __future__ import annotations
+
+import pytest
+from scrapy.exceptions import NotConfigured
+from scrapy.settings import Settings
+
+from crawlhub.browser import HANDLER, chromium_path
+from spiders.quotes import QuotesSpider
+from spiders.quotes_auto import QuotesAutoSpider
+from spiders.quotes_js import QuotesJsSpider
+from tests.helpers import project_settings
+
+
+def spider_settings(spidercls, **overrides) -> Settings:
+    settings = Settings(project_settings(**overrides))
+    spidercls.update_settings(settings)
+    return settings
+
+
+def test_only_browser_spiders_get_the_playwright_handler():
+    assert HANDLER not in spider_settings(QuotesSpider).getdict("DOWNLOAD_HANDLERS").values()
+    for spidercls in (QuotesJsSpider, QuotesAutoSpider):
+        settings = spider_settings(spidercls, BROWSER_TIMEOUT=7)
+        assert settings.getdict("DOWNLOAD_HANDLERS") == {"http": HANDLER, "https": HANDLER}
+        assert settings.getfloat("PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT") == 7000
+        assert settings.getint("PLAYWRIGHT_MAX_PAGES_PER_CONTEXT") == 4
+    assert HANDLER in spider_settings(QuotesSpider, BROWSER_ENABLED=True).getdict("DOWNLOAD_HANDLERS").values()
+
+
+def test_chromium_path(monkeypatch):
+    assert chromium_path(Settings({"CHROMIUM_PATH": "/opt/chrome/chrome"})) == "/opt/chrome/chrome"
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(NotConfigured, match="apt-get install chromium"):
+        chromium_path(Settings({"CHROMIUM_PATH": ""}))
