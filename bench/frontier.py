@@ -188,7 +188,7 @@ def queued_request_bytes(server, base: str, count: int = 10000) -> dict:
 
     frontier = Frontier(server, Keys.for_spider(Settings(project_settings()), "qbench"), "qbench")
     serializer = RequestSerializer(spider)
-    for i, r in enumerate(requests):
+    for r in requests:
         frontier.enqueue(hashlib.sha1(r.url.encode()).hexdigest(), serializer.encode(r), 0, domain=domain_of(r.url))
     out["crawlhub"] = memory_of(server, "qbench:requests:*") / count
     out["crawlhub_payload"] = len(serializer.encode(requests[0]))
