@@ -107,4 +107,6 @@ def queued(client, spider: str) -> int:
 
 def seen(client, spider: str) -> int:
     """URLs SPIDER's duplicate filter took in."""
-    return int(client.get(f"{spider}:dupefilter:count") or 0)
+    from crawlhub.frontier.dupefilter import seen_count
+
+    return seen_count(client, f"{spider}:dupefilter")
