@@ -39,5 +39,8 @@ def test_per_domain_keys_are_documented():
     from crawlhub.middlewares import robots
 
     doc = (ROOT / "docs" / "redis-keys.md").read_text()
-    for key in (Frontier.LIMITS, politeness.KNOWN, politeness.STATE + "<domain>", robots.PREFIX + "<origin>"):
+    from crawlhub import browser
+
+    for key in (Frontier.LIMITS, politeness.KNOWN, politeness.STATE + "<domain>", robots.PREFIX + "<origin>",
+                browser.MARKED, browser.COUNTS + "<domain>"):
         assert f"`{key}`" in doc, key
