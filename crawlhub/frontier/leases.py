@@ -203,7 +203,9 @@ for _, e in ipairs(a.enq or {}) do
     release(ctx.spider, e[5], ctx.schedule)
   end
   if new or e[4] then
-    push(ctx, e[6], e[3], e[2], false)
+    -- a request that replaces a lease (a redirect, the browser fallback, another
+    -- proxy) is the same page: first out of its queue, like a lease given back
+    push(ctx, e[6], e[3], e[2], e[5] ~= '')
     added = added + 1
   end
 end

@@ -3,7 +3,11 @@
 
 def frontier_scheduler(crawler, needs: str = "lease_of"):
     """The running crawl's scheduler if it is crawlhub's (it has ``needs``), else None."""
-    scheduler = crawler.engine.scheduler if crawler.engine else None
+    try:
+        engine = crawler.engine
+    except RuntimeError:  # the crawl has not started (Scrapy sets the engine then)
+        return None
+    scheduler = engine.scheduler if engine else None
     return scheduler if getattr(scheduler, needs, None) is not None else None
 
 
