@@ -62,13 +62,34 @@ def chromium_path(settings) -> str:
 
 def browser_settings(settings) -> dict:
     """What a browser-using spider adds to its settings (DOWNLOAD_HANDLERS and scrapy-playwright's limits)."""
+    contexts = settings.getint("BROWSER_MAX_CONTEXTS")
+    if contexts:
+        # a context per proxy (its address and credentials are the context's):
+        # room for each, or a page would wait for a context that never frees
+        from crawlhub.proxies import ProxyConfigError, parse_pools
+
+        try:
+            pools = parse_pools(settings.getdict("PROXY_POOLS"), settings.get("PROXY_FILE") or None)
+            proxies = sum(len(ps) for ps in pools.values())
+        except ProxyConfigError:
+            proxies = 0  # the proxy middleware reports it
+        contexts = max(contexts, proxies + 1 if proxies else 0)
     return {
         "DOWNLOAD_HANDLERS": {"http": HANDLER, "https": HANDLER},
         "PLAYWRIGHT_BROWSER_TYPE": "chromium",
-        "PLAYWRIGHT_MAX_CONTEXTS": settings.getint("BROWSER_MAX_CONTEXTS"),
+        # Chromium's own request headers, as it sends them (names' case included):
+        # Scrapy's USER_AGENT / DEFAULT_REQUEST_HEADERS would make it look like something else
+        "PLAYWRIGHT_PROCESS_REQUEST_HEADERS": None,
+        "PLAYWRIGHT_MAX_CONTEXTS": contexts or None,
         "PLAYWRIGHT_MAX_PAGES_PER_CONTEXT": settings.getint("BROWSER_MAX_PAGES_PER_CONTEXT"),
         "PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT": settings.getfloat("BROWSER_TIMEOUT") * 1000,
     }
+
+
+def browser_user_agent(version: str) -> str:
+    """What Chromium on Linux says when it is not headless (Headless is a giveaway)."""
+    return (f"Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) "
+            f"Chrome/{version.split('.')[0]}.0.0.0 Safari/537.36")
 
 
 def is_browser_timeout(exception) -> bool:
@@ -80,7 +101,7 @@ def is_browser_timeout(exception) -> bool:
 
 
 class BrowserMiddleware(FrontierMiddleware):
-    """Which requests the browser renders; the fallback; timeouts as retries (order 560)."""
+    """Which requests the browser renders; the fallback; timeouts as retries (order 370, before the proxy and header profile)."""
 
     needs = "retry"
 
@@ -118,6 +139,10 @@ class BrowserMiddleware(FrontierMiddleware):
         if not self.enabled or request.meta.get("playwright") or not self.wants_browser(request):
             return None
         request.meta["playwright"] = True
+        referer = request.headers.get("Referer")
+        if referer:  # Chromium sends its own headers: the Referer goes through page.goto
+            goto = request.meta.setdefault("playwright_page_goto_kwargs", {})
+            goto.setdefault("referer", referer.decode("latin-1"))
         return None
 
     def process_response(self, request, response):

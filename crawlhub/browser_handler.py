@@ -9,7 +9,7 @@ import logging
 
 from scrapy_playwright.handler import ScrapyPlaywrightDownloadHandler
 
-from crawlhub.browser import CHROMIUM_ARGS, chromium_path
+from crawlhub.browser import CHROMIUM_ARGS, browser_user_agent, chromium_path
 
 logger = logging.getLogger(__name__)
 
@@ -34,3 +34,11 @@ class BrowserDownloadHandler(ScrapyPlaywrightDownloadHandler):
         logger.info("Browser: %s (headless), at most %d contexts x %d pages, aborting %s",
                     options["executable_path"], self.config.max_contexts or 0, self.config.max_pages_per_context,
                     ", ".join(sorted(aborted)) or "nothing")
+
+    async def _create_browser_context(self, name, context_kwargs, spider=None):
+        # every context (one per proxy) shows Chromium's User-Agent without "Headless"
+        kwargs = dict(context_kwargs or {})
+        if "user_agent" not in kwargs:
+            await self._maybe_launch_browser()
+            kwargs["user_agent"] = browser_user_agent(self.browser.version)
+        return await super()._create_browser_context(name, kwargs, spider)

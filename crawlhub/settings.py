@@ -130,9 +130,16 @@ DOWNLOADER_MIDDLEWARES = {
     "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
     "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
     "crawlhub.middlewares.robots.SharedRobotsMiddleware": 100,
+    # which requests Chromium renders (decided before the proxy and the header
+    # profile are chosen: both depend on it); browser timeouts become retries
+    "crawlhub.browser.BrowserMiddleware": 370,
+    # a proxy from the domain's pool, then one coherent browser header profile
+    # (before Scrapy's DefaultHeaders 400 and UserAgent 500, which only fill gaps)
+    "crawlhub.proxies.ProxyMiddleware": 380,
+    "crawlhub.profiles.HeaderProfileMiddleware": 395,
     "crawlhub.middlewares.retry.FrontierRetryMiddleware": 550,
-    # which requests Chromium renders; browser timeouts become retries
-    "crawlhub.browser.BrowserMiddleware": 560,
+    # sees a proxied answer before retries do: a ban switches proxy, not an attempt
+    "crawlhub.proxies.ProxyBanMiddleware": 900,
     # closest to the download: sees every raw response (429, 3xx) first
     "crawlhub.middlewares.politeness.PolitenessMiddleware": 950,
 }
@@ -187,6 +194,52 @@ BROWSER_MARK_RATIO = 0.5
 BROWSER_MARK_MIN_FALLBACKS = 1
 # Seconds between a worker's reads of the domains that need the browser.
 BROWSER_DOMAINS_REFRESH = 5.0
+
+# --- Header profiles (docs/anti-blocking.md) ----------------------------------
+# Every request carries one real browser's whole navigation header set
+# (crawlhub/data/browser_profiles.json): "rotate" = a profile per request,
+# "sticky" = one per proxy (per domain without proxies) for the whole cluster.
+# Headers a spider sets itself win. A spider's header_profile attribute (or
+# meta["header_profile"]) may name a policy, a profile id, or False.
+HEADER_PROFILES_ENABLED = True
+HEADER_PROFILES_POLICY = "rotate"
+# Narrow the choice: families chrome, edge, firefox, safari; os windows, macos, linux (empty = all).
+HEADER_PROFILES_FAMILIES = []
+HEADER_PROFILES_OS = []
+# One profile id for every request (`crawlhub profiles list`); empty = choose.
+HEADER_PROFILES_PIN = ""
+# Another profile file (same format; `crawlhub profiles check FILE` validates it); empty = the bundled one.
+HEADER_PROFILES_FILE = ""
+
+# --- Proxies (docs/anti-blocking.md) ----------------------------------------
+# Pools by provider or type, cheapest first: {"datacenter": ["http://user:pw@host:port", ...],
+# "residential": [{"url": "...", "country": "de"}]} (JSON in the environment), and/or a
+# file with one proxy per line: URL [pool=NAME] [country=CC] [name=ID]. Empty = no proxies.
+PROXY_POOLS = {}
+PROXY_FILE = ""
+# Escalation order of the pools (empty = the order they are declared in).
+PROXY_TIERS = []
+# round_robin, random, or sticky (one proxy per domain for the whole cluster while it is healthy).
+PROXY_ROTATION = "round_robin"
+# A proxied answer with one of these codes, or a body with one of these
+# markers (case-insensitive; a spider's ban_markers add to them), or a
+# connection error is a failure of the proxy on that domain.
+PROXY_BAN_CODES = [403, 407, 429, 503]
+PROXY_BAN_MARKERS = []
+# Failures in a row (per proxy and domain) before the proxy cools down on the domain
+# for PROXY_COOLDOWN seconds, doubling with each further failure up to PROXY_COOLDOWN_MAX.
+PROXY_BAN_AFTER = 2
+PROXY_COOLDOWN = 60.0
+PROXY_COOLDOWN_MAX = 3600.0
+# Failures in a row on any domain that make a proxy dead for PROXY_COOLDOWN_MAX seconds.
+PROXY_DEAD_AFTER = 10
+# Cool-downs in a pool after which a domain moves to the next pool, for PROXY_TIER_TTL seconds.
+PROXY_ESCALATE_AFTER = 3
+PROXY_TIER_TTL = 86400
+# Immediate re-fetches of a page through another proxy (not attempts of the page).
+PROXY_MAX_SWITCHES = 5
+# Seconds a worker trusts its copy of a domain's proxy state before reading Redis again.
+PROXY_STATE_REFRESH = 1.0
 
 # --- Items ----------------------------------------------------------------
 ITEM_PIPELINES = {

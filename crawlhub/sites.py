@@ -9,12 +9,15 @@ WordPress pagination (``/shop/page/N/``).
 
 from __future__ import annotations
 
+import base64
 import html
+import http.client
 import random
 import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
 
 NAMES = (
     "Bulbasaur Ivysaur Venusaur Charmander Charmeleon Charizard Squirtle Wartortle Blastoise "
@@ -31,6 +34,25 @@ class Hit:
     status: int
     user_agent: str = ""
     arrived: float = 0.0  # when the request came in (``at``: when it was answered)
+    headers: list = field(default_factory=list)  # (name, value) pairs, in the order they came
+
+
+def serve(answer, port: int = 0) -> ThreadingHTTPServer:
+    """A threaded HTTP/1.1 server on 127.0.0.1 calling ``answer(handler)`` for each GET, serving from a thread."""
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self):  # noqa: N802
+            answer(self)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
 
 
 @dataclass
@@ -52,27 +74,18 @@ class LocalSite:
     def __post_init__(self):
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
         self.active = 0  # requests being served right now
         self.max_active = 0
+        self._current = threading.local()
+
+    def request_header(self, name: str, default: str = "") -> str:
+        """A header of the request being answered (for a ``handler``)."""
+        headers = getattr(self._current, "headers", None)
+        return headers.get(name, default) if headers is not None else default
 
     # -- serving ----------------------------------------------------------
     def start(self, port: int = 0) -> "LocalSite":
-        site = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_GET(self):  # noqa: N802
-                site._answer(self)
-
-            def log_message(self, *args):
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
+        self._server = serve(self._answer, port)
         return self
 
     def stop(self) -> None:
@@ -102,13 +115,15 @@ class LocalSite:
             self.active += 1
             self.max_active = max(self.max_active, self.active)
         status = 500  # if the page raises
+        self._current.headers = request.headers
         try:
             status, ctype, data, headers = self._page(request.path)
         finally:
             # no longer "being served" before the client can see the answer
             with self._lock:
                 self.active -= 1
-                self.hits.append(Hit(time.time(), request.path, status, request.headers.get("User-Agent", ""), arrived))
+                self.hits.append(Hit(time.time(), request.path, status, request.headers.get("User-Agent", ""), arrived,
+                                     list(request.headers.items())))
         request.send_response(status)
         request.send_header("Content-Type", ctype)
         request.send_header("Content-Length", str(len(data)))
@@ -139,6 +154,85 @@ class LocalSite:
     def fetched(self, prefix: str = "/") -> list[str]:
         with self._lock:
             return [h.path for h in self.hits if h.path.startswith(prefix) and h.path != "/robots.txt"]
+
+
+@dataclass
+class LocalProxy:
+    """A forward HTTP proxy on 127.0.0.1 for tests: ``mode`` "ok" forwards (adding
+    ``Via: 1.1 <name>``), "forbid" answers 403 to everything. With ``credentials``
+    ("user:password") a request without them gets 407. ``seen`` logs
+    (path, status, Proxy-Authorization present) per request."""
+
+    name: str
+    mode: str = "ok"
+    credentials: str = ""
+    seen: list = field(default_factory=list)
+
+    def start(self) -> "LocalProxy":
+        self._server = serve(self._handle)
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    @property
+    def port(self) -> int:
+        return self._server.server_address[1]
+
+    def url(self, with_credentials: bool = True) -> str:
+        auth = f"{self.credentials}@" if self.credentials and with_credentials else ""
+        return f"http://{auth}127.0.0.1:{self.port}"
+
+    @staticmethod
+    def _send(handler, status: int, body: bytes, headers=()) -> None:
+        handler.send_response(status)
+        for name, value in headers:
+            handler.send_header(name, value)
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+
+    def _handle(self, handler: BaseHTTPRequestHandler) -> None:
+        auth = handler.headers.get("Proxy-Authorization", "")
+        if self.credentials and auth != "Basic " + base64.b64encode(self.credentials.encode()).decode():
+            self.seen.append((handler.path, 407, bool(auth)))
+            self._send(handler, 407, b"proxy authentication required", [("Proxy-Authenticate", 'Basic realm="test"')])
+            return
+        if self.mode == "forbid":
+            self.seen.append((handler.path, 403, bool(auth)))
+            self._send(handler, 403, b"<html><body>Access denied by proxy</body></html>", [("Content-Type", "text/html")])
+            return
+        target = urlsplit(handler.path)
+        if target.hostname not in ("127.0.0.1", "localhost"):  # tests never leave this machine
+            self.seen.append((handler.path, 502, bool(auth)))
+            self._send(handler, 502, b"only 127.0.0.1 is proxied here")
+            return
+        hop = {"proxy-authorization", "proxy-connection", "connection", "keep-alive", "host"}
+        headers = [(k, v) for k, v in handler.headers.items() if k.lower() not in hop]
+        conn = http.client.HTTPConnection(target.hostname, target.port or 80, timeout=30)
+        try:
+            conn.putrequest("GET", target.path + (f"?{target.query}" if target.query else ""), skip_accept_encoding=True)
+            for k, v in [*headers, ("Via", f"1.1 {self.name}")]:
+                conn.putheader(k, v)
+            conn.endheaders()
+            answer = conn.getresponse()
+            body = answer.read()
+            skip = ("content-length", "transfer-encoding", "connection")
+            out = [(k, v) for k, v in answer.getheaders() if k.lower() not in skip]
+            self.seen.append((handler.path, answer.status, bool(auth)))
+            self._send(handler, answer.status, body, out)
+        finally:
+            conn.close()
+
+
+def refused_port() -> int:
+    """A loopback port nothing listens on (connections to it are refused)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 # -- the shop -----------------------------------------------------------------

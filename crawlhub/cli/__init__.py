@@ -18,6 +18,7 @@ from crawlhub import services
 from crawlhub.config import redact_url
 from crawlhub.extensions import workers_key
 from crawlhub.frontier.leases import Frontier, Keys, domain_of
+from crawlhub.proxies import format_health, proxy_health
 from crawlhub.seeds import BadSeed, parse_seed
 
 
@@ -121,6 +122,8 @@ def status(spider, as_json):
         "counters": {k.decode(): int(v) for k, v in stats.items()}, "workers": workers,
         "queued_by_domain": per_domain,
     }
+    health = proxy_health(server)
+    data["proxies"], data["proxy_tiers"] = health["proxies"], health["tiers"]
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return
@@ -140,6 +143,86 @@ def status(spider, as_json):
             f"  {w['worker']:28} {w['state']:9} pages={w['pages']:<6} items={w['items']:<6} "
             f"beat {now - w['last_beat']:.0f}s ago{'  (' + w['reason'] + ')' if w.get('reason') else ''}"
         )
+    if health["proxies"]:
+        click.echo("proxies:")
+        for line in format_health(health):
+            click.echo(line)
+
+
+# -- proxies and header profiles ------------------------------------------------------
+@main.group("proxies", invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def proxies_group(ctx, as_json):
+    """Each proxy's health (ok / cooling until T / dead), success rate, and each domain's pool."""
+    if ctx.invoked_subcommand is not None:
+        return
+    health = proxy_health(_redis())
+    if as_json:
+        click.echo(json.dumps(health, indent=2))
+    elif not health["proxies"]:
+        click.echo("no proxy has been used yet (PROXY_POOLS, PROXY_FILE)")
+    else:
+        for line in format_health(health):
+            click.echo(line)
+
+
+@proxies_group.command("reset")
+@click.option("--domain", help="Only this domain's cool-downs, strikes and pool.")
+def proxies_reset(domain):
+    """Forget cool-downs, dead marks, failure counts and escalations (all, or one domain's)."""
+    from crawlhub import proxies as p
+
+    server = _redis()
+    domains = [domain] if domain else [d.decode() for d in server.smembers(p.DOMAINS)]
+    keys = [k for d in domains for k in (p.cool_key(d), p.strikes_key(d), p.tier_key(d))]
+    keys += [k.decode() for d in domains for k in server.scan_iter(f"crawlhub:proxy:tierbans:{d}:*", count=1000)]
+    if domain:
+        server.srem(p.DOMAINS, domain)
+    else:
+        keys += [p.DEAD, p.HEALTH, p.DOMAINS, p.STICKY]
+    removed = server.delete(*keys) if keys else 0
+    click.echo(f"proxy state reset for {domain or 'every domain'} ({removed} keys removed)")
+
+
+@main.group("profiles")
+def profiles_group():
+    """The browser header profiles (crawlhub/data/browser_profiles.json)."""
+
+
+@profiles_group.command("list")
+def profiles_list():
+    """Every profile: id, family, OS and User-Agent."""
+    from crawlhub.profiles import load_profiles
+
+    for p in load_profiles(_settings().get("HEADER_PROFILES_FILE") or None):
+        ua = dict((k.lower(), v) for k, v in p.headers)["user-agent"]
+        click.echo(f"{p.id:22} {p.family:8} {p.os:8} {ua}")
+
+
+@profiles_group.command("check")
+@click.argument("path", required=False)
+def profiles_check(path):
+    """Check a profile file (default: the one in use): every set coherent, ids unique."""
+    from crawlhub.profiles import ProfileError, load_profiles
+
+    try:
+        found = load_profiles(path or _settings().get("HEADER_PROFILES_FILE") or None)
+    except ProfileError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"{len(found)} profiles, all coherent: " + ", ".join(sorted({f'{p.family}/{p.os}' for p in found})))
+
+
+@profiles_group.command("capture")
+@click.option("--port", default=8765, show_default=True, help="Port on 127.0.0.1 to listen on.")
+@click.option("--count", default=1, show_default=True, help="Navigations to capture before stopping.")
+def profiles_capture(port, count):
+    """Print a real browser's navigation headers as a profile entry: open http://127.0.0.1:PORT/ in it."""
+    from crawlhub.profiles import capture_profiles
+
+    click.echo(f"open http://127.0.0.1:{port}/ in the browser to capture (Ctrl-C to stop)", err=True)
+    for entry in capture_profiles(port, count):
+        click.echo(json.dumps(entry))
 
 
 @main.command()

@@ -46,6 +46,10 @@ _TYPES = {
     "method": str, "meta": dict, "cb_kwargs": dict, "headers": dict, "cookies": (dict, list),
     "flags": list, "priority": int, "dont_filter": bool, "encoding": str, "body": str,
 }
+# A proxy chosen by crawlhub.proxies is per download: its address and
+# credentials (meta, Proxy-Authorization) never go into Redis.
+PROXY_CHOSEN = "crawlhub_proxy"
+PER_DOWNLOAD_META = ("proxy", "_auth_proxy", "_scheme_proxy", "playwright_context", "playwright_context_kwargs", PROXY_CHOSEN)
 MAX_PAYLOAD = 1 << 20  # 1 MiB: a request larger than this is not a request
 
 
@@ -70,6 +74,9 @@ class RequestSerializer:
     # -- encode ----------------------------------------------------------
     def encode(self, request: Request) -> bytes:
         d = request.to_dict(spider=self.spider)
+        if PROXY_CHOSEN in d.get("meta", {}):
+            d["meta"] = {k: v for k, v in d["meta"].items() if k not in PER_DOWNLOAD_META}
+            d["headers"] = {k: v for k, v in d.get("headers", {}).items() if k.lower() != b"proxy-authorization"}
         out: dict[str, Any] = {"url": d.pop("url")}
         cls = d.pop("_class", None)
         if cls is not None:
