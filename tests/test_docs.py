@@ -44,3 +44,13 @@ def test_per_domain_keys_are_documented():
     for key in (Frontier.LIMITS, politeness.KNOWN, politeness.STATE + "<domain>", robots.PREFIX + "<origin>",
                 browser.MARKED, browser.COUNTS + "<domain>"):
         assert f"`{key}`" in doc, key
+
+
+def test_proxy_and_profile_keys_are_documented():
+    from crawlhub import profiles, proxies
+
+    doc = (ROOT / "docs" / "redis-keys.md").read_text()
+    for key in (proxies.REGISTRY, proxies.HEALTH, proxies.DEAD, proxies.DOMAINS, proxies.STICKY, profiles.STICKY,
+                proxies.cool_key("<domain>"), proxies.strikes_key("<domain>"), proxies.tier_key("<domain>"),
+                proxies.tier_bans_key("<domain>", "<pool>")):
+        assert f"`{key}`" in doc, key
