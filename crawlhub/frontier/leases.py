@@ -189,7 +189,7 @@ TICK = _NOW + _HELPERS + _POLICY + """
 --    n, ttl, worker, default_budget, conf (politeness), scan, factor_max, recovery}
 -- In this order: enqueue (so a page's links are queued before its lease
 -- ends), finish, ack, then lease n requests.
--- Returns {'ok' | 'budget', wait ('' = nothing queued or delayed), added, acked, id, payload, ...}
+-- Returns {'ok' | 'budget' | 'paused', wait ('' = nothing queued or delayed), added, acked, id, payload, ...}
 local a = cjson.decode(ARGV[1])
 local ctx = a.ctx
 ctx.factor_max, ctx.recovery = a.factor_max, a.recovery
@@ -218,6 +218,10 @@ for _, id in ipairs(a.ack or {}) do
 end
 local out = {'ok', '', added, acked}
 local n = tonumber(a.n) or 0
+if n > 0 and redis.call('EXISTS', ctx.paused) == 1 then
+  out[1] = 'paused'  -- `crawlhub pause`: nothing is leased until `crawlhub resume`
+  return out
+end
 if n > 0 then
   local due = redis.call('ZRANGEBYSCORE', ctx.delayed, '-inf', now, 'LIMIT', 0, 100)
   for _, m in ipairs(due) do
@@ -382,6 +386,7 @@ class Keys:
     budget_used: str
     reclaim_lock: str
     stats: str
+    paused: str  # set by `crawlhub pause`: no worker leases while it exists
 
     @classmethod
     def for_spider(cls, settings, spider: str) -> "Keys":
@@ -402,6 +407,7 @@ class Keys:
             budget_used=f"{spider}:budget_used",
             reclaim_lock=f"{spider}:reclaim_lock",
             stats=f"{spider}:stats",
+            paused=f"{spider}:paused",
         )
 
 
@@ -440,6 +446,7 @@ class Tick:
     added: int = 0  # enqueued requests that were new (or forced)
     acked: int = 0
     budget_exhausted: bool = False
+    paused: bool = False
 
 
 class Frontier:
@@ -468,7 +475,7 @@ class Frontier:
         self.ctx = {
             "spider": self.spider, "prefix": k.queue, "schedule": k.schedule, "counts": k.queued,
             "inflight": k.inflight, "leases": k.leases, "seq": k.lease_seq, "delayed": k.delayed, "dlq": k.dlq,
-            "budget_used": k.budget_used, "budget": k.budget, "limits": self.LIMITS, "seen": k.seen,
+            "budget_used": k.budget_used, "budget": k.budget, "limits": self.LIMITS, "seen": k.seen, "paused": k.paused,
             "factor_max": factor_max, "recovery": recovery,
         }
         self._ctx_json = json.dumps(self.ctx)
@@ -493,7 +500,8 @@ class Frontier:
                 "scan": self.scan, "factor_max": self.factor_max, "recovery": self.recovery}
         out = self._tick(args=[json.dumps(args, separators=(",", ":"), ensure_ascii=False)])
         taken = [(_text(out[i]), out[i + 1]) for i in range(4, len(out), 2)]
-        return Tick(taken, float(out[1]) if out[1] else None, int(out[2]), int(out[3]), out[0] == b"budget")
+        return Tick(taken, float(out[1]) if out[1] else None, int(out[2]), int(out[3]), out[0] == b"budget",
+                    out[0] == b"paused")
 
     def enqueue(self, fp, payload: bytes, priority: int, force: bool = False, ends_lease: str = "", domain: str = "?") -> bool:
         return bool(self.tick([(fp, payload, priority, force, ends_lease, domain)]).added)

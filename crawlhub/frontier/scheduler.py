@@ -92,6 +92,7 @@ class RedisScheduler(Scheduler):
         self.wait_for_store = False
         self.budget = settings.getint("CRAWL_BUDGET")
         self.budget_exhausted = False
+        self.paused = False  # `crawlhub pause SPIDER`: the frontier leases nothing
         self.lease_ttl = settings.getfloat("LEASE_TTL")
         self.max_expiries = settings.getint("LEASE_MAX_EXPIRIES")
         self.retry_times = settings.getint("RETRY_TIMES")
@@ -248,6 +249,13 @@ class RedisScheduler(Scheduler):
         if result.budget_exhausted:
             self.budget_exhausted = True
             logger.info("The crawl budget is used up: this worker takes no more requests")
+            return None
+        if result.paused != self.paused:
+            self.paused = result.paused
+            logger.info("%s is %s", self.spider.name, "paused (`crawlhub resume` to go on): taking no requests"
+                        if self.paused else "resumed")
+        if result.paused:
+            self._sleep(self.poll_interval or 1.0)  # stays up; asks again after FRONTIER_POLL_INTERVAL
             return None
         for lease_id, payload in result.taken:
             try:
