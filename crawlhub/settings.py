@@ -117,6 +117,22 @@ MAX_IDLE_TIME_BEFORE_CLOSE = 0
 
 # --- Workers --------------------------------------------------------------
 WORKER_HEARTBEAT_INTERVAL = 5.0
+# A running worker whose last heartbeat is older than this is shown dead; 0 = 3 heartbeats.
+WORKER_DEAD_AFTER = 0.0
+
+# --- Cluster stats, audit log, metrics (docs/cli.md) ------------------------
+# Every worker counts each download attempt (per spider and domain: requests,
+# status classes, errors, bytes, latency histogram; items, retries, DLQ) and
+# sends the counts and its audit-log entries to Redis in one pipeline every
+# CLUSTER_STATS_INTERVAL seconds. Per-minute counts are kept CLUSTER_STATS_RETENTION
+# seconds; the audit log (a stream per spider) keeps about AUDIT_LOG_MAXLEN attempts.
+CLUSTER_STATS_ENABLED = True
+CLUSTER_STATS_INTERVAL = 2.0
+CLUSTER_STATS_RETENTION = 172800
+AUDIT_LOG_MAXLEN = 100000
+# Prometheus metrics of this worker on http://METRICS_ADDRESS:METRICS_PORT/metrics; 0 = off.
+METRICS_PORT = 0
+METRICS_ADDRESS = "0.0.0.0"
 EXTENSIONS = {
     "crawlhub.extensions.WorkerRegistry": 500,
     # no listening ports on workers
@@ -142,6 +158,8 @@ DOWNLOADER_MIDDLEWARES = {
     "crawlhub.proxies.ProxyBanMiddleware": 900,
     # closest to the download: sees every raw response (429, 3xx) first
     "crawlhub.middlewares.politeness.PolitenessMiddleware": 950,
+    # every attempt, as it went out and came back: cluster stats and the audit log
+    "crawlhub.stats.ClusterStatsMiddleware": 990,
 }
 SPIDER_MIDDLEWARES = {
     # closest to the engine: knows when a page's output is all processed
