@@ -9,17 +9,40 @@ from __future__ import annotations
 import json
 import sys
 import time
-from dataclasses import asdict
 
 import click
 from scrapy.utils.project import get_project_settings
 
 from crawlhub import services
 from crawlhub.config import redact_url
-from crawlhub.extensions import workers_key
 from crawlhub.frontier.leases import Frontier, Keys, domain_of
+from crawlhub.ops import (
+    cluster_status,
+    existing_spider_keys,
+    format_entry,
+    format_status,
+    html_report,
+    log_entry,
+    matches,
+    read_log,
+    report_data,
+    spider_keys,
+)
 from crawlhub.proxies import format_health, proxy_health
 from crawlhub.seeds import BadSeed, parse_seed
+from crawlhub.stats import log_key
+
+
+class ServiceDown(click.ClickException):
+    """Redis (or another service) cannot be reached: exit code 3."""
+
+    exit_code = 3
+
+
+class BadInput(click.ClickException):
+    """An unknown spider, a bad URL or seed: exit code 2 (like a usage error)."""
+
+    exit_code = 2
 
 
 def _settings():
@@ -31,25 +54,29 @@ def _redis():
 
     settings = _settings()
     settings.set("REDIS_STARTUP_WAIT", min(settings.getfloat("REDIS_STARTUP_WAIT"), 3))
+    settings.set("REDIS_RETRIES", min(settings.getint("REDIS_RETRIES"), 2))
     try:
         return connect_redis(settings)
     except (Unreachable, services.ServiceError) as exc:
-        raise click.ClickException(str(exc)) from None
+        raise ServiceDown(str(exc)) from None
 
 
-def spider_keys(settings, spider: str) -> dict[str, str]:
-    """Every Redis key crawlhub keeps for a spider (docs/redis-keys.md)."""
-    keys = asdict(Keys.for_spider(settings, spider))
-    keys.update(bad_seeds=f"{spider}:bad_seeds", bad_requests=f"{spider}:bad_requests", workers=workers_key(spider))
-    return keys
+def known_spiders(settings) -> list[str]:
+    from scrapy.spiderloader import get_spider_loader
+
+    return sorted(get_spider_loader(settings).list())
 
 
-def existing_spider_keys(server, settings, spider: str) -> list[str]:
-    """spider_keys plus the per-domain queues that exist now (what `reset` deletes)."""
-    named = spider_keys(settings, spider)
-    return list(named.values()) + [
-        k.decode() for prefix in (named["queue"], named["dupefilter"]) for k in server.scan_iter(prefix + ":*", count=1000)
-    ]
+def _spider(name: str) -> str:
+    """The spider name, if the project has such a spider (else exit 2 with the list)."""
+    known = known_spiders(_settings())
+    if name not in known:
+        raise BadInput(f"unknown spider {name!r}; this project's spiders: {', '.join(known)}")
+    return name
+
+
+def _check_spider(ctx, param, value):
+    return _spider(value) if value is not None else None
 
 
 def _frontier(server, settings, spider: str) -> Frontier:
@@ -98,55 +125,103 @@ def services_status():
 
 # -- crawl control ----------------------------------------------------------------
 @main.command()
-@click.argument("spider")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def status(spider, as_json):
-    """Seeds, queue, in flight, retries, dead letters, seen URLs and workers of SPIDER's crawl."""
+@click.argument("spider", required=False, callback=_check_spider)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (the fields are documented in docs/cli.md).")
+@click.option("--watch", is_flag=True, help="Redraw in place every --interval seconds (Ctrl-C to stop).")
+@click.option("--interval", default=2.0, show_default=True, help="Seconds between redraws with --watch.")
+def status(spider, as_json, watch, interval):
+    """The crawl of SPIDER (or of every spider with a frontier): queue, in flight, rates, domains, workers, items, proxies."""
     settings = _settings()
     server = _redis()
-    keys = spider_keys(settings, spider)
-    per_domain = _frontier(server, settings, spider).queued()
-    queued = sum(per_domain.values())
-    pipe = server.pipeline(transaction=False)
-    pipe.llen(keys["seeds"]).zcard(keys["inflight"]).zcard(keys["delayed"])
-    pipe.llen(keys["dlq"]).get(keys["seen"]).llen(keys["bad_seeds"]).llen(keys["bad_requests"])
-    pipe.get(keys["budget"]).get(keys["budget_used"]).hgetall(keys["stats"]).hgetall(keys["workers"])
-    (seeds, inflight, delayed, dlq, seen, bad_seeds, bad_requests,
-     budget, budget_used, stats, workers) = pipe.execute()
-    workers = sorted((json.loads(v) for v in workers.values()), key=lambda w: w["started_at"])
-    budget = int(budget) if budget else settings.getint("CRAWL_BUDGET")
-    data = {
-        "spider": spider, "seeds": seeds, "queued": queued, "inflight": inflight, "delayed": delayed,
-        "dlq": dlq, "seen": int(seen or 0), "bad_seeds": bad_seeds, "bad_requests": bad_requests,
-        "budget": budget, "budget_used": int(budget_used or 0),
-        "counters": {k.decode(): int(v) for k, v in stats.items()}, "workers": workers,
-        "queued_by_domain": per_domain,
-    }
-    health = proxy_health(server)
-    data["proxies"], data["proxy_tiers"] = health["proxies"], health["tiers"]
-    if as_json:
-        click.echo(json.dumps(data, indent=2))
+    names = [spider] if spider else [n for n in known_spiders(settings)
+                                               if server.exists(f"{n}:workers", f"{n}:start_urls", f"{n}:queued")]
+
+    def collect():
+        return [cluster_status(server, settings, n, with_items=bool(spider)) for n in names]
+
+    if not watch:
+        data = collect()
+        if as_json:
+            click.echo(json.dumps(data[0] if spider else data, indent=2))
+        elif not data:
+            click.echo("no spider has a frontier in this Redis yet")
+        for one in ([] if as_json else data):
+            click.echo("\n".join(format_status(one)))
         return
-    click.echo(f"spider {spider}: {seeds} seeds waiting, {queued} requests queued, {data['seen']} URLs seen")
-    if per_domain:
-        top = sorted(per_domain.items(), key=lambda kv: -kv[1])[:10]
-        click.echo("queued by domain: " + ", ".join(f"{d}={n}" for d, n in top) + (" ..." if len(per_domain) > 10 else ""))
-    click.echo(f"in flight: {inflight}   waiting to retry: {delayed}   dead letters: {dlq}")
-    click.echo(f"bad seeds: {bad_seeds}   bad request payloads: {bad_requests}")
-    if budget:
-        click.echo(f"budget: {data['budget_used']} of {budget} requests taken")
-    if data["counters"]:
-        click.echo("counters: " + ", ".join(f"{k}={v}" for k, v in sorted(data["counters"].items())))
-    now = time.time()
-    for w in workers:
-        click.echo(
-            f"  {w['worker']:28} {w['state']:9} pages={w['pages']:<6} items={w['items']:<6} "
-            f"beat {now - w['last_beat']:.0f}s ago{'  (' + w['reason'] + ')' if w.get('reason') else ''}"
-        )
-    if health["proxies"]:
-        click.echo("proxies:")
-        for line in format_health(health):
-            click.echo(line)
+    from rich.console import Console
+    from rich.live import Live
+    from rich.text import Text
+
+    def render():
+        text = "\n\n".join("\n".join(format_status(one)) for one in collect()) or "no spider has a frontier yet"
+        return Text(f"{time.strftime('%H:%M:%S')}  (every {interval:g}s, Ctrl-C to stop)\n\n{text}")
+
+    with Live(render(), console=Console(), auto_refresh=False, transient=False) as live:
+        try:
+            while True:
+                time.sleep(interval)
+                live.update(render(), refresh=True)
+        except KeyboardInterrupt:
+            pass
+
+
+@main.command()
+@click.argument("spider", callback=_check_spider)
+def pause(spider):
+    """Stop every worker of SPIDER leasing new requests (they stay up; in-flight pages finish)."""
+    server = _redis()
+    key = spider_keys(_settings(), spider)["paused"]
+    server.set(key, json.dumps({"at": time.time()}))
+    click.echo(f"{spider} paused: workers take no new requests within FRONTIER_POLL_INTERVAL; `crawlhub resume {spider}`")
+
+
+@main.command()
+@click.argument("spider", callback=_check_spider)
+def resume(spider):
+    """Let SPIDER's workers lease again after `crawlhub pause`."""
+    server = _redis()
+    key = spider_keys(_settings(), spider)["paused"]
+    click.echo(f"{spider} resumed" if server.delete(key) else f"{spider} was not paused")
+
+
+@main.command()
+@click.argument("spider", callback=_check_spider)
+@click.option("--follow", "-f", is_flag=True, help="Keep printing new attempts as they come.")
+@click.option("--status", "status_filter", help="Only these: 200, 4xx, 5xx, error...")
+@click.option("--domain", help="Only this domain (host[:port]).")
+@click.option("--limit", "-n", default=50, show_default=True, help="Attempts to show (before following).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+def log(spider, follow, status_filter, domain, limit, as_json):
+    """The audit log: every download attempt of SPIDER (time, status or error, latency, bytes, worker, URL, proxy)."""
+    server = _redis()
+
+    def show(entry):
+        click.echo(json.dumps(entry) if as_json else format_entry(entry))
+
+    entries, last_id = read_log(server, spider, limit, status_filter, domain)
+    for entry in entries:
+        show(entry)
+    while follow:
+        got = server.xread({log_key(spider): last_id}, block=2000, count=500)
+        for _, batch in got or []:
+            for entry_id, fields in batch:
+                last_id = entry_id
+                entry = log_entry(fields)
+                if matches(entry, status_filter, domain):
+                    show(entry)
+
+
+@main.command()
+@click.argument("spider", callback=_check_spider)
+@click.option("--html", "path", required=True, type=click.Path(dir_okay=False), help="Where to write the report.")
+def report(spider, path):
+    """A self-contained HTML report of SPIDER's crawl: pages/min, status codes, latency per domain, items."""
+    settings = _settings()
+    server = _redis()
+    page = html_report(report_data(server, settings, spider))
+    with open(path, "w", encoding="utf-8") as out:
+        out.write(page)
+    click.echo(f"report of {spider} written to {path} ({len(page):,} bytes)")
 
 
 # -- proxies and header profiles ------------------------------------------------------
@@ -226,30 +301,38 @@ def profiles_capture(port, count):
 
 
 @main.command()
-@click.argument("spider")
-@click.argument("seeds", nargs=-1, required=True)
-def seed(spider, seeds):
-    """Push SEEDS (URLs or JSON objects) to SPIDER's start_urls, checking each first."""
+@click.argument("spider", callback=_check_spider)
+@click.argument("seeds", nargs=-1)
+@click.option("--file", "file", type=click.File("r"), help="Seeds, one per line (URL or JSON object); - = stdin.")
+@click.option("--priority", type=int, help="Priority of the seeds (a URL becomes {\"url\": ..., \"priority\": N}).")
+def seed(spider, seeds, file, priority):
+    """Push SEEDS (URLs or JSON objects) to SPIDER's start_urls; all are checked first, and none is pushed if one is bad."""
     settings = _settings()
+    raws = list(seeds) + ([line.strip() for line in file if line.strip() and not line.startswith("#")] if file else [])
+    if not raws:
+        raise BadInput("no seeds given (arguments or --file)")
+    good, bad = [], []
+    for raw in raws:
+        try:
+            parsed = parse_seed(raw, settings.getint("SEED_MAX_BYTES"))
+        except BadSeed as exc:
+            bad.append(f"refused {raw[:100]!r}: {exc}")
+            continue
+        if priority is not None:
+            raw = json.dumps({**(json.loads(raw) if raw.lstrip().startswith("{") else {"url": parsed.url}), "priority": priority})
+        good.append(raw)
+    if bad:
+        for line in bad:
+            click.echo(line, err=True)
+        raise BadInput(f"{len(bad)} of {len(raws)} seed(s) refused; nothing pushed")
     server = _redis()
     key = spider_keys(settings, spider)["seeds"]
-    good = []
-    for raw in seeds:
-        try:
-            parse_seed(raw, settings.getint("SEED_MAX_BYTES"))
-        except BadSeed as exc:
-            click.echo(f"refused {raw[:100]!r}: {exc}", err=True)
-            continue
-        good.append(raw)
-    if good:
-        server.lpush(key, *good)
+    server.lpush(key, *good)
     click.echo(f"pushed {len(good)} seed(s) to {key}")
-    if len(good) != len(seeds):
-        sys.exit(1)
 
 
 @main.command("bad-seeds")
-@click.argument("spider")
+@click.argument("spider", callback=_check_spider)
 @click.option("--limit", default=20, show_default=True)
 @click.option("--clear", is_flag=True, help="Delete them after printing.")
 def bad_seeds(spider, limit, clear):
@@ -265,16 +348,19 @@ def bad_seeds(spider, limit, clear):
 
 
 @main.command()
-@click.argument("spider")
+@click.argument("spider", callback=_check_spider)
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 def reset(spider, yes):
-    """Delete SPIDER's whole frontier: seeds, queue, dupefilter, bad lists, workers."""
+    """Delete SPIDER's whole crawl state: seeds, queue, dupefilter, in flight, DLQ, stats, audit log, workers."""
     server = _redis()
     settings = _settings()
-    named = spider_keys(settings, spider)
-    if not yes:
-        click.confirm(f"Delete {', '.join(named.values())} and {named['queue']}:<domain>?", abort=True)
-    removed = server.delete(*existing_spider_keys(server, settings, spider))
+    keys = existing_spider_keys(server, settings, spider)
+    present = [k for k in keys if server.exists(k)]
+    if not yes and not click.confirm(f"Delete {len(present)} key(s) of {spider} (queue, dupefilter, in flight, DLQ, "
+                                     f"stats, audit log, workers)?", default=False):
+        click.echo("nothing deleted")
+        sys.exit(1)
+    removed = server.delete(*keys) if keys else 0
     click.echo(f"deleted {removed} key(s) of {spider}")
 
 
@@ -289,7 +375,7 @@ def _dlq_entries(server, key):
 
 
 @dlq.command("list")
-@click.argument("spider")
+@click.argument("spider", callback=_check_spider)
 @click.option("--limit", default=50, show_default=True)
 def dlq_list(spider, limit):
     """One line per dead letter: index, URL, attempts, last status or error."""
@@ -303,7 +389,7 @@ def dlq_list(spider, limit):
 
 
 @dlq.command("show")
-@click.argument("spider")
+@click.argument("spider", callback=_check_spider)
 @click.argument("index", type=int)
 def dlq_show(spider, index):
     """The whole record of dead letter INDEX (from `dlq list`)."""
@@ -316,7 +402,7 @@ def dlq_show(spider, index):
 
 
 @dlq.command("requeue")
-@click.argument("spider")
+@click.argument("spider", callback=_check_spider)
 @click.argument("indexes", type=int, nargs=-1)
 @click.option("--all", "everything", is_flag=True, help="Requeue every dead letter.")
 def dlq_requeue(spider, indexes, everything):
@@ -348,7 +434,7 @@ def dlq_requeue(spider, indexes, everything):
 
 
 @dlq.command("purge")
-@click.argument("spider")
+@click.argument("spider", callback=_check_spider)
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 def dlq_purge(spider, yes):
     """Delete all of SPIDER's dead letters."""
@@ -362,7 +448,7 @@ def dlq_purge(spider, yes):
 
 
 @main.command()
-@click.argument("spider")
+@click.argument("spider", callback=_check_spider)
 @click.argument("pages", type=int, required=False)
 @click.option("--clear", is_flag=True, help="Remove the run-time budget (CRAWL_BUDGET applies again).")
 @click.option("--reset-used", is_flag=True, help="Start counting used requests from 0 again.")

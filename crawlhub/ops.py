@@ -1,0 +1,363 @@
+"""What the `crawlhub` command reads and shows: cluster status, the audit log, the HTML report.
+
+All of it comes from Redis (frontier keys, crawlhub.stats counters and
+stream, worker heartbeats) and MongoDB (items per collection). docs/cli.md
+documents the JSON of ``crawlhub status --json`` field by field.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import time
+from dataclasses import asdict
+
+from crawlhub.extensions import workers_key
+from crawlhub.frontier.leases import Frontier, Keys
+from crawlhub.proxies import proxy_health
+from crawlhub.stats import LATENCY_BUCKETS_MS, log_key, minute_key, percentile, totals_key
+
+CLASSES = ("2xx", "3xx", "4xx", "5xx", "error")
+
+
+def spider_keys(settings, spider: str) -> dict[str, str]:
+    """Every Redis key crawlhub keeps for a spider (docs/redis-keys.md)."""
+    keys = asdict(Keys.for_spider(settings, spider))
+    keys.update(bad_seeds=f"{spider}:bad_seeds", bad_requests=f"{spider}:bad_requests", workers=workers_key(spider),
+                stats_totals=totals_key(spider), log=log_key(spider))
+    return keys
+
+
+def existing_spider_keys(server, settings, spider: str) -> list[str]:
+    """spider_keys plus the per-domain queues and per-minute stats that exist now (what `reset` deletes)."""
+    named = spider_keys(settings, spider)
+    prefixes = (named["queue"], named["dupefilter"], f"{spider}:stats:m")
+    return list(named.values()) + [k.decode() for prefix in prefixes for k in server.scan_iter(prefix + ":*", count=1000)]
+
+
+def _ints(raw: dict) -> dict[str, int]:
+    return {k.decode(): int(v) for k, v in raw.items()}
+
+
+def _histogram(counts: dict[str, int], prefix: str = "") -> dict[str, int]:
+    return {b: counts.get(f"{prefix}lat:{b}", 0) for b in [*map(str, LATENCY_BUCKETS_MS), "inf"]}
+
+
+def recent_minutes(server, spider: str, now: float, minutes: int = 6) -> dict[int, dict[str, int]]:
+    current = int(now // 60)
+    pipe = server.pipeline(transaction=False)
+    wanted = list(range(current - minutes + 1, current + 1))
+    for m in wanted:
+        pipe.hgetall(minute_key(spider, m))
+    return {m: _ints(raw) for m, raw in zip(wanted, pipe.execute(), strict=True)}
+
+
+def pages_per_minute(minutes: dict[int, dict[str, int]], now: float, window: int, started: float = 0.0) -> float:
+    """Responses per minute over the last ``window`` minutes, or since ``started`` if that is later.
+
+    Counts come in minute buckets: a bucket wholly inside the window counts
+    whole, the one the window starts in counts for the part inside it.
+    """
+    since = max(now - window * 60, started or 0.0)
+    span = max(now - since, 1.0)
+    total = 0.0
+    for m in range(int(since // 60), int(now // 60) + 1):
+        counts = minutes.get(m, {})
+        pages = sum(counts.get(c, 0) for c in CLASSES[:4])
+        inside = 1.0 if since == started or m * 60 >= since else (m * 60 + 60 - since) / 60
+        total += pages * inside
+    return total / span * 60
+
+
+def worker_rows(raw: dict, now: float, dead_after: float) -> list[dict]:
+    rows = []
+    for value in raw.values():
+        w = json.loads(value)
+        w["alive"] = w.get("state") == "running" and now - w.get("last_beat", 0) <= dead_after
+        if w.get("state") == "running" and not w["alive"]:
+            w["state"] = "dead"
+        rows.append(w)
+    return sorted(rows, key=lambda w: w.get("started_at", 0))
+
+
+def item_counts(settings, spider: str, items_scraped: int) -> dict:
+    """Documents per collection of MONGO_DATABASE, the spider's quarantined items, and the valid share."""
+    from crawlhub.connection import get_mongo
+
+    settings = settings.copy()
+    settings.set("MONGO_SERVER_SELECTION_TIMEOUT_MS", 3000)
+    try:
+        client = get_mongo(settings)
+        db = client[settings.get("MONGO_DATABASE")]
+        quarantine = settings.get("MONGO_QUARANTINE_COLLECTION")
+        stored = {name: db[name].estimated_document_count() for name in sorted(db.list_collection_names())
+                  if name != quarantine and not name.startswith("system.")}
+        quarantined = db[quarantine].count_documents({"spider": spider}) if quarantine in db.list_collection_names() else 0
+        client.close()
+    except Exception as exc:  # pymongo's errors, or the embedded server not starting: shown, not fatal
+        return {"error": f"MongoDB unavailable: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"}
+    checked = items_scraped + quarantined
+    return {"stored": stored, "quarantined": quarantined,
+            "valid_share": round(items_scraped / checked, 4) if checked else None}
+
+
+def cluster_status(server, settings, spider: str, with_items: bool = True) -> dict:
+    """Everything `crawlhub status SPIDER` shows, as JSON-able data (docs/cli.md)."""
+    now = time.time()
+    keys = spider_keys(settings, spider)
+    per_domain = Frontier(server, Keys.for_spider(settings, spider), spider).queued()
+    pipe = server.pipeline(transaction=False)
+    pipe.llen(keys["seeds"]).zcard(keys["inflight"]).zcard(keys["delayed"])
+    pipe.llen(keys["dlq"]).get(keys["seen"]).llen(keys["bad_seeds"]).llen(keys["bad_requests"])
+    pipe.get(keys["budget"]).get(keys["budget_used"]).hgetall(keys["stats"]).hgetall(keys["workers"])
+    pipe.hgetall(keys["stats_totals"]).exists(keys["paused"]).xlen(keys["log"])
+    (seeds, inflight, delayed, dlq, seen, bad_seeds, bad_requests, budget, budget_used, counters, workers,
+     totals, paused, logged) = pipe.execute()
+    totals = _ints(totals)
+    heartbeat = settings.getfloat("WORKER_HEARTBEAT_INTERVAL")
+    dead_after = settings.getfloat("WORKER_DEAD_AFTER") or 3 * heartbeat
+    workers = worker_rows(workers, now, dead_after)
+    minutes = recent_minutes(server, spider, now)
+    started = min((w.get("started_at", now) for w in workers), default=0.0)
+    rate1, rate5 = pages_per_minute(minutes, now, 1, started), pages_per_minute(minutes, now, 5, started)
+    queued = sum(per_domain.values())
+    domains = sorted({k.split("|")[1] for k in totals if k.startswith("d|")} | set(per_domain))
+    domain_rows = []
+    for d in domains:
+        prefix = f"d|{d}|"
+        requests = totals.get(prefix + "requests", 0)
+        ok = totals.get(prefix + "2xx", 0) + totals.get(prefix + "3xx", 0)
+        hist = _histogram(totals, prefix)
+        domain_rows.append({
+            "domain": d, "requests": requests, "queued": per_domain.get(d, 0),
+            **{c: totals.get(prefix + c, 0) for c in CLASSES},
+            "success_rate": round(ok / requests, 4) if requests else None,
+            "p50_ms": percentile(hist, 0.5), "p95_ms": percentile(hist, 0.95), "bytes": totals.get(prefix + "bytes", 0),
+        })
+    left = queued + delayed + inflight + seeds
+    budget = int(budget) if budget else settings.getint("CRAWL_BUDGET")
+    data = {
+        "spider": spider, "time": now, "paused": bool(paused),
+        "seeds": seeds, "queued": queued, "inflight": inflight, "delayed": delayed, "seen": int(seen or 0),
+        "dlq": dlq, "bad_seeds": bad_seeds, "bad_requests": bad_requests,
+        "budget": budget, "budget_used": int(budget_used or 0),
+        "pages_per_min_1m": round(rate1, 2), "pages_per_min_5m": round(rate5, 2),
+        "eta_seconds": round(left / rate5 * 60, 1) if rate5 > 0 and left else (0.0 if not left else None),
+        "totals": {k: totals.get(k, 0) for k in ("requests", *CLASSES, "bytes", "items", "retries", "dlq")},
+        "latency_ms": {"p50": percentile(_histogram(totals), 0.5), "p95": percentile(_histogram(totals), 0.95)},
+        "audit_log_entries": logged,
+        "domains": domain_rows, "queued_by_domain": per_domain,
+        "workers": workers, "workers_alive": sum(w["alive"] for w in workers),
+        "workers_dead": sum(w["state"] == "dead" for w in workers),
+        "counters": _ints(counters),
+    }
+    if with_items:
+        data["items"] = item_counts(settings, spider, totals.get("items", 0))
+    health = proxy_health(server)
+    data["proxies"], data["proxy_tiers"] = health["proxies"], health["tiers"]
+    return data
+
+
+def _ms(value) -> str:
+    if value is None:
+        return "-"
+    return ">30s" if value == float("inf") else f"{value:.0f}ms"
+
+
+def _duration(seconds) -> str:
+    if seconds is None:
+        return "unknown"
+    seconds = int(seconds)
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m" if seconds >= 3600 else f"{seconds // 60}m{seconds % 60:02d}s"
+
+
+def format_status(data: dict) -> list[str]:
+    """The human view of cluster_status (what `crawlhub status` prints)."""
+    from crawlhub.proxies import format_health
+
+    t = data["totals"]
+    lines = [
+        f"spider {data['spider']}{'  [PAUSED]' if data['paused'] else ''}: {data['seeds']} seeds waiting, "
+        f"{data['queued']} queued, {data['inflight']} in flight, {data['delayed']} waiting to retry, "
+        f"{data['seen']} URLs seen",
+        f"pages/min: {data['pages_per_min_1m']:.1f} (1 min), {data['pages_per_min_5m']:.1f} (5 min)   "
+        f"ETA: {_duration(data['eta_seconds'])}",
+        f"attempts: {t['requests']}  2xx={t['2xx']} 3xx={t['3xx']} 4xx={t['4xx']} 5xx={t['5xx']} errors={t['error']}  "
+        f"retries={t['retries']}  latency p50 {_ms(data['latency_ms']['p50'])} p95 {_ms(data['latency_ms']['p95'])}",
+        f"dead letters: {data['dlq']}   bad seeds: {data['bad_seeds']}   bad request payloads: {data['bad_requests']}",
+    ]
+    items = data.get("items")
+    if items is not None:
+        if "error" in items:
+            lines.append(f"items: {items['error']}")
+        else:
+            share = f"{items['valid_share'] * 100:.1f}% valid" if items["valid_share"] is not None else "no items yet"
+            stored = ", ".join(f"{k}={v}" for k, v in items["stored"].items()) or "none"
+            lines.append(f"items: scraped {t['items']}; stored per collection: {stored}; "
+                         f"quarantined {items['quarantined']} ({share})")
+    if data["budget"]:
+        lines.append(f"budget: {data['budget_used']} of {data['budget']} requests taken")
+    if data["domains"]:
+        lines.append(f"{'domain':32} {'attempts':>8} {'queued':>7} {'success':>8} {'p50':>7} {'p95':>7}")
+        for d in sorted(data["domains"], key=lambda r: -r["requests"])[:15]:
+            rate = f"{d['success_rate'] * 100:.1f}%" if d["success_rate"] is not None else "-"
+            lines.append(f"{d['domain'][:32]:32} {d['requests']:>8} {d['queued']:>7} {rate:>8} "
+                         f"{_ms(d['p50_ms']):>7} {_ms(d['p95_ms']):>7}")
+    lines.append(f"workers: {data['workers_alive']} alive, {data['workers_dead']} dead")
+    now = data["time"]
+    for w in data["workers"]:
+        lines.append(f"  {w['worker']:28} {w['state']:9} pages={w['pages']:<6} items={w['items']:<6} "
+                     f"beat {now - w['last_beat']:.0f}s ago{'  (' + w['reason'] + ')' if w.get('reason') else ''}")
+    if data["proxies"]:
+        lines.append("proxies:")
+        lines += format_health({"proxies": data["proxies"], "tiers": data["proxy_tiers"]})
+    return lines
+
+
+# -- the audit log ------------------------------------------------------------------------------
+def log_entry(fields: dict) -> dict:
+    e = {k.decode(): v.decode() for k, v in fields.items()}
+    return {"time": float(e["t"]), "url": e["url"], "domain": e.get("domain", ""), "worker": e.get("worker", ""),
+            "status": int(e["status"]) if e.get("status") else None, "error": e.get("error", ""),
+            "ms": float(e.get("ms") or 0), "bytes": int(e.get("bytes") or 0), "proxy": e.get("proxy", ""),
+            "browser": e.get("browser") == "1"}
+
+
+def matches(entry: dict, status: str | None, domain: str | None) -> bool:
+    if domain and entry["domain"] != domain:
+        return False
+    if status:
+        s = status.lower()
+        if s == "error":
+            return entry["status"] is None
+        if s.endswith("xx"):
+            return entry["status"] is not None and str(entry["status"])[0] == s[0]
+        return str(entry["status"]) == s
+    return True
+
+
+def format_entry(e: dict) -> str:
+    when = time.strftime("%H:%M:%S", time.localtime(e["time"])) + f".{int(e['time'] * 1000) % 1000:03d}"
+    outcome = str(e["status"]) if e["status"] is not None else f"ERR {e['error']}"
+    extra = (f" via {e['proxy']}" if e["proxy"] else "") + (" [browser]" if e["browser"] else "")
+    return f"{when} {outcome:>5} {e['ms']:7.0f}ms {e['bytes']:>8}B  {e['worker']:24} {e['url']}{extra}"
+
+
+def read_log(server, spider: str, limit: int, status=None, domain=None) -> tuple[list[dict], bytes]:
+    """The newest ``limit`` matching entries, oldest first, and the last stream id seen."""
+    found, last_id, start = [], b"0-0", "+"
+    while len(found) < limit:
+        batch = server.xrevrange(log_key(spider), max=start, min="-", count=1000)
+        if not batch:
+            break
+        if last_id == b"0-0":
+            last_id = batch[0][0]
+        for _, fields in batch:
+            e = log_entry(fields)
+            if matches(e, status, domain):
+                found.append(e)
+                if len(found) >= limit:
+                    break
+        start = "(" + batch[-1][0].decode()
+    return found[::-1], last_id
+
+
+# -- the HTML report ----------------------------------------------------------------------------
+def report_data(server, settings, spider: str) -> dict:
+    status = cluster_status(server, settings, spider)
+    minute_keys = sorted(int(k.decode().rsplit(":", 1)[1]) for k in server.scan_iter(f"{spider}:stats:m:*", count=1000))
+    pipe = server.pipeline(transaction=False)
+    for m in minute_keys:
+        pipe.hgetall(minute_key(spider, m))
+    series = [{"minute": m, **_ints(raw)} for m, raw in zip(minute_keys, pipe.execute(), strict=True)]
+    return {"status": status, "series": series}
+
+
+TOP = 26  # room above the plot for the legend
+
+
+def _svg_axes(width, height, pad, ymax, label):
+    return (f'<line x1="{pad}" y1="{height - pad}" x2="{width - 10}" y2="{height - pad}" stroke="#999"/>'
+            f'<line x1="{pad}" y1="{TOP}" x2="{pad}" y2="{height - pad}" stroke="#999"/>'
+            f'<text x="4" y="{TOP + 8}" font-size="11">{ymax:g}</text><text x="4" y="{height - pad}" font-size="11">0</text>'
+            f'<text x="{pad + 4}" y="{height - 6}" font-size="11">{html.escape(label)}</text>')
+
+
+def line_chart(chart_id: str, title: str, points: list[tuple[str, float]], width=720, height=240) -> str:
+    pad = 40
+    ymax = max([v for _, v in points] + [1])
+    n = max(len(points) - 1, 1)
+    xy = [(pad + i * (width - pad - 10) / n, height - pad - v / ymax * (height - pad - TOP)) for i, (_, v) in enumerate(points)]
+    path = " ".join(f"{x:.1f},{y:.1f}" for x, y in xy) or f"{pad},{height - pad}"
+    dots = "".join(f'<circle class="point" cx="{x:.1f}" cy="{y:.1f}" r="3" fill="#2563eb">'
+                   f'<title>{html.escape(lab)}: {v:g}</title></circle>'
+                   for (x, y), (lab, v) in zip(xy, points, strict=True))
+    label = f"{points[0][0]} .. {points[-1][0]}" if points else "no data"
+    return (f'<h2>{html.escape(title)}</h2><svg class="chart" id="{chart_id}" width="{width}" height="{height}" '
+            f'viewBox="0 0 {width} {height}">{_svg_axes(width, height, pad, ymax, label)}'
+            f'<polyline fill="none" stroke="#2563eb" stroke-width="2" points="{path}"/>{dots}</svg>')
+
+
+def bar_chart(chart_id: str, title: str, groups: list[tuple[str, dict[str, float]]], colors: dict[str, str],
+              width=720, height=260, stacked=True) -> str:
+    pad = 40
+    names = list(colors)
+    totals = [sum(v.values()) if stacked else max(list(v.values()) + [0]) for _, v in groups]
+    ymax = max(totals + [1])
+    slot = min((width - pad - 10) / max(len(groups), 1), 90)
+    bars = []
+    for i, (label, values) in enumerate(groups):
+        base = height - pad
+        for j, name in enumerate(names):
+            v = values.get(name, 0)
+            h = v / ymax * (height - pad - TOP)
+            if stacked:
+                x, w, y = pad + i * slot + 2, max(slot - 4, 1), base - h
+                base -= h
+            else:
+                w = max((slot - 4) / len(names), 1)
+                x, y = pad + i * slot + 2 + j * w, height - pad - h
+            bars.append(f'<rect class="bar" x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{max(h, 0):.1f}" '
+                        f'fill="{colors[name]}"><title>{html.escape(label)} {name}: {v:g}</title></rect>')
+        if len(groups) <= 16:
+            bars.append(f'<text x="{pad + i * slot + 2:.1f}" y="{height - pad + 14}" font-size="10">'
+                        f'{html.escape(label[:14])}</text>')
+    legend = "".join(f'<tspan fill="{c}">&#9632; {html.escape(n)}  </tspan>' for n, c in colors.items())
+    return (f'<h2>{html.escape(title)}</h2><svg class="chart" id="{chart_id}" width="{width}" height="{height}" '
+            f'viewBox="0 0 {width} {height}">{_svg_axes(width, height, pad, ymax, "")}'
+            f'<text x="{pad}" y="14" font-size="11">{legend}</text>{"".join(bars)}</svg>')
+
+
+def html_report(data: dict) -> str:
+    """A self-contained page (inline SVG, no script, no external file) with the crawl's charts."""
+    status, series = data["status"], data["series"]
+
+    def label(m):
+        return time.strftime("%H:%M", time.localtime(m * 60))
+
+    pages = [(label(s["minute"]), float(sum(s.get(c, 0) for c in CLASSES[:4]))) for s in series]
+    codes = [(label(s["minute"]), {c: s.get(c, 0) for c in CLASSES}) for s in series]
+    latency = [(d["domain"], {"p50": min(d["p50_ms"] or 0, 30000), "p95": min(d["p95_ms"] or 0, 30000)})
+               for d in sorted(status["domains"], key=lambda r: -r["requests"])[:12]]
+    items = status.get("items", {})
+    collections = [(name, {"stored": n}) for name, n in (items.get("stored") or {}).items()]
+    collections.append(("quarantine", {"quarantined": items.get("quarantined", 0)}))
+    t = status["totals"]
+    summary = (f"{t['requests']} attempts, {t['2xx']} 2xx, {t['3xx']} 3xx, {t['4xx']} 4xx, {t['5xx']} 5xx, "
+               f"{t['error']} errors; {t['items']} items; {status['dlq']} dead letters; {status['queued']} queued; "
+               f"{status['workers_alive']} workers alive")
+    generated = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(status["time"]))
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>crawlhub report: {html.escape(status['spider'])}</title>
+<style>body{{font-family:sans-serif;margin:2em;color:#222}} svg{{display:block;margin-bottom:1.5em;background:#fafafa}}
+h2{{font-size:1.05em;margin:1.2em 0 .3em}} .summary{{color:#555}}</style></head><body>
+<h1>crawlhub report: {html.escape(status['spider'])}</h1>
+<p class="summary">Generated {generated}. {html.escape(summary)}.</p>
+{line_chart("pages-per-minute", "Pages per minute", pages)}
+{bar_chart("status-codes", "Status codes per minute", codes,
+           {"2xx": "#16a34a", "3xx": "#2563eb", "4xx": "#f59e0b", "5xx": "#dc2626", "error": "#6b7280"})}
+{bar_chart("latency-per-domain", "Latency per domain (ms, p50 and p95)", latency, {"p50": "#2563eb", "p95": "#93c5fd"},
+           stacked=False)}
+{bar_chart("items-per-collection", "Items per collection", collections, {"stored": "#16a34a", "quarantined": "#dc2626"})}
+</body></html>
+"""
