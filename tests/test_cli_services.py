@@ -24,9 +24,12 @@ def run(cmd, env, cwd=ROOT, input=None):
 
 
 def test_seed_status_bad_seeds_and_reset(env, redis_client):
-    out = run([*CRAWLHUB, "seed", "scrapeme", "https://s.example/shop/", "ftp://nope", '{"url": "https://s.example/x", "priority": 2}'], env)
-    assert out.returncode == 1, "a refused seed makes the command fail"
-    assert "refused 'ftp://nope': scheme 'ftp'" in out.stderr
+    good = ["https://s.example/shop/", '{"url": "https://s.example/x", "priority": 2}']
+    out = run([*CRAWLHUB, "seed", "scrapeme", good[0], "ftp://nope", good[1]], env)
+    assert out.returncode == 2, "a refused seed makes the command fail (bad input)"
+    assert "refused 'ftp://nope': scheme 'ftp'" in out.stderr and "nothing pushed" in out.stderr
+    assert redis_client.llen("scrapeme:start_urls") == 0
+    out = run([*CRAWLHUB, "seed", "scrapeme", *good], env)
     assert "pushed 2 seed(s) to scrapeme:start_urls" in out.stdout
     assert redis_client.llen("scrapeme:start_urls") == 2
 
@@ -37,7 +40,7 @@ def test_seed_status_bad_seeds_and_reset(env, redis_client):
     status = json.loads(run([*CRAWLHUB, "status", "scrapeme", "--json"], env).stdout)
     assert (status["seeds"], status["queued"], status["seen"], status["bad_seeds"]) == (2, 2, 2, 1)
     text = run([*CRAWLHUB, "status", "scrapeme"], env).stdout
-    assert "2 seeds waiting, 2 requests queued, 2 URLs seen" in text
+    assert "2 seeds waiting, 2 queued, 0 in flight" in text and "2 URLs seen" in text
 
     listed = run([*CRAWLHUB, "bad-seeds", "scrapeme"], env).stdout
     assert "scheme 'ftp' is not http or https: 'ftp://x'" in listed

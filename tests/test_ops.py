@@ -1,0 +1,174 @@
+"""Integration: the `crawlhub` command against live workers.
+
+Real `scrapy crawl` workers on the tests' Redis and MongoDB; the local shop's
+access log is the judge of what was fetched and when.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import time
+import urllib.request
+from collections import Counter
+
+import pytest
+
+from crawlhub.sites import refused_port, shop_pages
+from tests.harness import cli, queued, seen, start_worker, wait_all
+
+
+def wait_for(predicate, timeout: float, step: float = 0.2):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(step)
+    return predicate()
+
+
+def status_json(env, spider="scrapeme") -> dict:
+    out = cli(env, "status", spider, "--json")
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_status_pause_dead_worker_and_resume(env, site, redis_client, mongo_db, tmp_path):
+    pages = shop_pages(50 * 4, 4)  # 50 listing pages
+    shop = site(pages)
+    env = {**env, "DOMAIN_RATE": "6/s", "WORKER_HEARTBEAT_INTERVAL": "1", "LEASE_TTL": "5", "CLUSTER_STATS_INTERVAL": "0.5"}
+    redis_client.lpush("scrapeme:start_urls", f"{shop.url}/shop/")
+    workers = [start_worker("scrapeme", env, tmp_path, f"w{i}") for i in range(2)]
+    assert wait_for(lambda: len(shop.fetched("/shop")) >= 10, 60), "the crawl started"
+
+    # pause: no new request reaches the site 2 s after it
+    assert cli(env, "pause", "scrapeme").returncode == 0
+    paused_at = time.time()
+    time.sleep(4)
+    late = [h.path for h in shop.hits if h.arrived > paused_at + 2]
+    assert late == [], f"requests after the pause: {late}"
+    fetched_while_paused = len(shop.fetched("/shop"))
+    assert fetched_while_paused < len(pages), "the pause came before the end"
+
+    # status agrees with Redis and MongoDB (stable while paused)
+    data = wait_for(lambda: (d := status_json(env))["inflight"] == 0 and d, 10)
+    assert data["paused"] is True
+    assert data["queued"] == queued(redis_client, "scrapeme") > 0
+    assert data["inflight"] == redis_client.zcard("scrapeme:inflight") == 0
+    assert data["seen"] == seen(redis_client, "scrapeme")
+    products = mongo_db.products.count_documents({})
+    assert data["items"]["stored"]["products"] == products == fetched_while_paused * 4
+    assert data["totals"]["items"] == products and data["items"]["valid_share"] == 1.0
+    assert data["workers_alive"] == 2 and data["workers_dead"] == 0
+    assert data["totals"]["2xx"] >= fetched_while_paused and data["pages_per_min_5m"] > 0
+    domain = data["domains"][0]
+    assert domain["requests"] == data["totals"]["requests"] and domain["p50_ms"] and domain["p95_ms"] >= domain["p50_ms"]
+    assert domain["4xx"] == 1, "robots.txt: the shop has none"
+    assert domain["success_rate"] == round((domain["2xx"] + domain["3xx"]) / domain["requests"], 4)
+    assert data["eta_seconds"] is not None
+
+    # a killed worker shows as dead within its heartbeat timeout (3 heartbeats of 1 s)
+    workers[0].proc.send_signal(signal.SIGKILL)
+    killed_at = time.monotonic()
+    dead = wait_for(lambda: status_json(env)["workers_dead"] == 1, 10)
+    assert dead and time.monotonic() - killed_at < 6, "dead within the heartbeat timeout"
+    text = cli(env, "status", "scrapeme").stdout
+    assert "[PAUSED]" in text and "1 alive, 1 dead" in text
+
+    assert cli(env, "resume", "scrapeme").returncode == 0
+    wait_all(workers[1:], 120)
+    assert set(shop.fetched("/shop")) == set(pages), "the crawl completes after resume"
+    assert mongo_db.products.count_documents({}) == len(pages) * 4
+
+
+def test_command_errors_and_confirmation(env, redis_client):
+    redis_client.lpush("scrapeme:start_urls", "https://example.com/")
+    answer = cli(env, "reset", "scrapeme", input="n\n")
+    assert answer.returncode == 1 and "nothing deleted" in answer.stdout
+    assert redis_client.llen("scrapeme:start_urls") == 1, "'n' deletes nothing"
+    assert cli(env, "reset", "scrapeme", input="y\n").returncode == 0 and redis_client.llen("scrapeme:start_urls") == 0
+
+    bad = cli(env, "seed", "scrapeme", "https://example.com/ok", "not a url")
+    assert bad.returncode == 2 and "refused 'not a url'" in bad.stderr and "nothing pushed" in bad.stderr
+    assert redis_client.llen("scrapeme:start_urls") == 0, "a bad seed in the batch: nothing is pushed"
+    ok = cli(env, "seed", "scrapeme", "https://example.com/a", "--priority", "5")
+    assert ok.returncode == 0
+    assert json.loads(redis_client.lpop("scrapeme:start_urls")) == {"url": "https://example.com/a", "priority": 5}
+
+    unknown = cli(env, "status", "nosuchspider")
+    assert unknown.returncode == 2 and "unknown spider 'nosuchspider'" in unknown.stderr and "scrapeme" in unknown.stderr
+    down = cli({**env, "REDIS_URL": f"redis://127.0.0.1:{refused_port()}/0"}, "status", "scrapeme")
+    assert down.returncode == 3 and "cannot reach Redis" in down.stderr
+
+
+def test_audit_log_has_one_entry_per_attempt_and_metrics_are_served(env, site, redis_client, tmp_path):
+    pages = shop_pages(12 * 4, 4)
+    pages["/shop/page/5/"] = (500, "text/html", "<h1>oops</h1>", {})
+    pages["/shop/page/7/"] = (404, "text/html", "<h1>gone</h1>", {})
+    shop = site(pages, delay=0.1)
+    port = refused_port()
+    env = {**env, "METRICS_PORT": str(port), "METRICS_ADDRESS": "127.0.0.1", "RETRY_BACKOFF_BASE": "0.2",
+           "CLUSTER_STATS_INTERVAL": "0.5"}
+    redis_client.lpush("scrapeme:start_urls", f"{shop.url}/shop/")
+    worker = start_worker("scrapeme", env, tmp_path, "w")
+
+    def scrape():
+        try:
+            return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=1).read().decode()
+        except OSError:
+            return ""
+
+    metrics = wait_for(lambda: (m := scrape()) and "crawlhub_requests_total{" in m and m, 30)
+    assert metrics and 'crawlhub_worker_up{spider="scrapeme"' in metrics
+    wait_all([worker], 120)
+
+    logged = [json.loads(line) for line in cli(env, "log", "scrapeme", "-n", "1000", "--json").stdout.splitlines()]
+    from_site = Counter((h.path, h.status) for h in shop.hits)
+    from_log = Counter((e["url"].split(str(shop.port), 1)[1], e["status"]) for e in logged)
+    assert from_log == from_site, (from_log - from_site, from_site - from_log)
+    assert from_site[("/shop/page/5/", 500)] == 3, "each retry is an attempt of its own"
+    assert all(e["worker"] and e["ms"] > 0 and e["proxy"] == "" and e["browser"] is False for e in logged)
+    errors = cli(env, "log", "scrapeme", "--status", "5xx", "--json").stdout.splitlines()
+    assert len(errors) == 3 and all(json.loads(x)["status"] == 500 for x in errors)
+    notfound = cli(env, "log", "scrapeme", "--status", "404").stdout
+    assert "/shop/page/7/" in notfound and "/robots.txt" in notfound and notfound.count("\n") == 2
+    assert cli(env, "log", "scrapeme", "--domain", "elsewhere.example").stdout == ""
+
+
+@pytest.mark.skipif(not (shutil.which("chromium") or shutil.which("chromium-browser")),
+                    reason="Debian's chromium is not installed (make test installs it)")
+def test_html_report_renders_its_charts_in_chromium(env, site, redis_client, mongo_db, tmp_path):
+    pages = shop_pages(6 * 4, 4)
+    shop = site(pages)
+    redis_client.lpush("scrapeme:start_urls", f"{shop.url}/shop/")
+    wait_all([start_worker("scrapeme", env, tmp_path, "w")], 120)
+    path = tmp_path / "report.html"
+    out = cli(env, "report", "scrapeme", "--html", str(path))
+    assert out.returncode == 0, out.stderr
+    text = path.read_text()
+    assert "<script" not in text and "http://" not in text.split("</h1>", 1)[1].replace(shop.url, ""), "self-contained"
+
+    from playwright.sync_api import sync_playwright
+    from scrapy.settings import Settings
+
+    from crawlhub.browser import CHROMIUM_ARGS, chromium_path
+    from tests.helpers import project_settings
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium_path(Settings(project_settings())), args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 900, "height": 1400})
+        page.goto(path.as_uri())
+        shot = tmp_path / "report.png"
+        page.screenshot(path=str(shot), full_page=True)
+        charts = {}
+        for chart in page.query_selector_all("svg.chart"):
+            box = chart.bounding_box()
+            marks = len(chart.query_selector_all("rect.bar, circle.point"))
+            charts[chart.get_attribute("id")] = (box["width"], box["height"], marks)
+        browser.close()
+    assert set(charts) == {"pages-per-minute", "status-codes", "latency-per-domain", "items-per-collection"}
+    for name, (width, height, marks) in charts.items():
+        assert width > 0 and height > 0 and marks > 0, (name, width, height, marks)
+    assert shot.stat().st_size > 10_000

@@ -1,0 +1,145 @@
+"""Cluster stats, status arithmetic, the report and the deploy/ monitoring files, without workers.
+
+The stats flush runs against the tests' real Redis.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from types import SimpleNamespace
+
+import pytest
+import yaml
+from prometheus_client import generate_latest
+from scrapy import Request, Spider
+from scrapy.http import HtmlResponse
+from scrapy.settings import Settings
+from scrapy.utils.test import get_crawler
+
+from crawlhub import stats as st
+from crawlhub.frontier.leases import Keys
+from crawlhub.ops import html_report, log_entry, matches, pages_per_minute, read_log, worker_rows
+from tests.harness import ROOT
+from tests.helpers import project_settings
+
+
+def test_status_classes_buckets_and_percentiles():
+    assert [st.status_class(s) for s in (200, 301, 404, 503, None)] == ["2xx", "3xx", "4xx", "5xx", "error"]
+    assert [st.latency_bucket(ms) for ms in (3, 25, 26, 700, 40000)] == ["25", "25", "50", "1000", "inf"]
+    hist = {"25": 50, "100": 40, "1000": 9, "inf": 1}
+    assert st.percentile(hist, 0.5) == 25 and st.percentile(hist, 0.95) == 1000 and st.percentile(hist, 1.0) == float("inf")
+    assert st.percentile({}, 0.5) is None
+
+
+def test_pages_per_minute_counts_whole_minutes_and_the_part_inside_the_window():
+    now = 1_000_000 * 60 + 30  # half way through a minute
+    m = int(now // 60)
+    minutes = {m: {"2xx": 30}, m - 1: {"2xx": 60, "error": 5}, m - 2: {"2xx": 60}, m - 5: {"2xx": 60}}
+    assert pages_per_minute(minutes, now, 1) == pytest.approx(30 + 60 * 0.5)  # this minute + half of the last
+    assert pages_per_minute(minutes, now, 5) == pytest.approx((30 + 60 + 60 + 60 * 0.5) / 5)
+    # a crawl that started 20 s ago: its rate, not diluted over 5 minutes
+    assert pages_per_minute({m: {"2xx": 10}}, now, 5, started=now - 20) == pytest.approx(30)
+
+
+def test_workers_are_dead_after_their_heartbeat_timeout():
+    now = time.time()
+    raw = {b"a": json.dumps({"worker": "a", "state": "running", "last_beat": now - 2, "started_at": 1}),
+           b"b": json.dumps({"worker": "b", "state": "running", "last_beat": now - 20, "started_at": 2}),
+           b"c": json.dumps({"worker": "c", "state": "finished", "last_beat": now - 99, "started_at": 3})}
+    rows = {w["worker"]: (w["state"], w["alive"]) for w in worker_rows(raw, now, dead_after=15)}
+    assert rows == {"a": ("running", True), "b": ("dead", False), "c": ("finished", False)}
+
+
+def middleware(redis_client, **settings):
+    crawler = get_crawler(Spider, settings_dict=project_settings(**settings))
+    crawler.spider = Spider("unit")
+    mw = st.ClusterStatsMiddleware.from_crawler(crawler)
+    scheduler = SimpleNamespace(server=redis_client, keys=Keys.for_spider(Settings(project_settings()), "unit"))
+    return mw, scheduler
+
+
+def test_attempts_are_counted_and_logged_in_one_flush(redis_client, monkeypatch):
+    mw, scheduler = middleware(redis_client)
+    monkeypatch.setattr(st, "frontier_scheduler", lambda crawler, needs: scheduler)
+    for n, status in enumerate((200, 200, 404, 503)):
+        request = Request(f"https://shop.example/{n}", meta={"crawlhub_proxy": "dc/p:1"} if n == 3 else {})
+        mw.process_request(request)
+        mw.process_response(request, HtmlResponse(request.url, status=status, body=b"x" * 100, request=request))
+    failed = Request("https://other.example:8080/x", meta={"playwright": True})
+    mw.process_request(failed)
+    mw.process_exception(failed, ConnectionRefusedError("refused"))
+    mw.item_scraped({"a": 1}, None)
+    mw.crawler.stats.set_value("retry/count", 3)
+    mw.flush()
+    totals = {k.decode(): int(v) for k, v in redis_client.hgetall(st.totals_key("unit")).items()}
+    assert {k: totals[k] for k in ("requests", "2xx", "4xx", "5xx", "error", "items", "retries", "bytes")} == {
+        "requests": 5, "2xx": 2, "4xx": 1, "5xx": 1, "error": 1, "items": 1, "retries": 3, "bytes": 400}
+    assert totals["d|shop.example|requests"] == 4 and totals["d|other.example:8080|error"] == 1
+    assert sum(v for k, v in totals.items() if k.startswith("lat:")) == 5
+    minute = redis_client.keys("unit:stats:m:*")
+    assert len(minute) == 1 and 0 < redis_client.ttl(minute[0]) <= 172800
+    entries, _ = read_log(redis_client, "unit", 10)
+    assert [(e["url"], e["status"]) for e in entries] == [
+        ("https://shop.example/0", 200), ("https://shop.example/1", 200), ("https://shop.example/2", 404),
+        ("https://shop.example/3", 503), ("https://other.example:8080/x", None)]
+    assert entries[3]["proxy"] == "dc/p:1" and entries[4]["browser"] and "ConnectionRefusedError" in entries[4]["error"]
+    assert [e["url"] for e in entries if matches(e, "5xx", None)] == ["https://shop.example/3"]
+    assert [e["url"] for e in entries if matches(e, "error", "other.example:8080")] == ["https://other.example:8080/x"]
+    mw.crawler.stats.set_value("retry/count", 4)
+    mw.flush()  # cumulative Scrapy stats: only the growth is added
+    assert int(redis_client.hget(st.totals_key("unit"), "retries")) == 4
+
+
+def test_counts_wait_for_redis_when_it_is_down(redis_client, monkeypatch):
+    import redis as redis_lib
+
+    mw, _ = middleware(redis_client)
+    broken = SimpleNamespace(server=redis_lib.Redis(port=1, socket_connect_timeout=0.2), keys=None)
+    monkeypatch.setattr(st, "frontier_scheduler", lambda crawler, needs: broken)
+    request = Request("https://shop.example/")
+    mw.process_request(request)
+    mw.process_response(request, HtmlResponse(request.url, body=b"", request=request))
+    mw.flush()
+    assert mw.totals["requests"] == 1 and len(mw.entries) == 1, "kept for the next flush"
+
+
+def test_prometheus_metrics_and_the_deploy_files_use_the_same_names():
+    metrics = st.Metrics()  # no port: the registry only
+    metrics.requests.labels("s", "d", "2xx").inc()
+    metrics.latency.labels("s", "d").observe(0.2)
+    for gauge in (metrics.items, metrics.retries, metrics.dlq, metrics.bytes):
+        gauge.labels("s").inc()
+    for gauge in (metrics.queue, metrics.dlq_size, metrics.inflight):
+        gauge.labels("s").set(1)
+    metrics.up.labels("s", "w").set(1)
+    exposed = set(re.findall(r"^(crawlhub_[a-z_]+)", generate_latest(metrics.registry).decode(), flags=re.M))
+    assert {"crawlhub_requests_total", "crawlhub_request_latency_seconds_bucket", "crawlhub_dlq_size"} <= exposed
+
+    rules = yaml.safe_load((ROOT / "deploy" / "prometheus" / "alerts.yml").read_text())
+    alerts = {r["alert"]: r["expr"] for g in rules["groups"] for r in g["rules"]}
+    assert set(alerts) == {"CrawlhubDeadLettersGrowing", "CrawlhubNoLiveWorkers", "CrawlhubDomainErrorRate"}
+    yaml.safe_load((ROOT / "deploy" / "prometheus" / "prometheus.yml").read_text())
+    dashboard = json.loads((ROOT / "deploy" / "grafana" / "crawlhub.json").read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]] + list(alerts.values())
+    used = {name for e in exprs for name in re.findall(r"crawlhub_[a-z_]+", e)}
+    assert used and used <= exposed, f"names the workers do not expose: {used - exposed}"
+
+
+def test_the_report_is_one_self_contained_page():
+    status = {"spider": "s", "time": time.time(), "totals": {"requests": 3, "2xx": 2, "3xx": 0, "4xx": 1, "5xx": 0,
+                                                              "error": 0, "items": 8},
+              "dlq": 0, "queued": 0, "workers_alive": 0,
+              "domains": [{"domain": "a.example", "requests": 3, "p50_ms": 100.0, "p95_ms": 250.0}],
+              "items": {"stored": {"products": 8}, "quarantined": 1}}
+    page = html_report({"status": status, "series": [{"minute": 29_000_000, "2xx": 2, "4xx": 1}]})
+    assert page.count('<svg class="chart"') == 4 and "<script" not in page and "src=" not in page
+    assert 'class="bar"' in page and 'class="point"' in page
+
+
+def test_log_entries_decode():
+    raw = {b"t": b"1.5", b"url": b"https://a/", b"domain": b"a", b"worker": b"h:1", b"status": b"", b"error": b"Boom",
+           b"ms": b"12.5", b"bytes": b"0", b"proxy": b"", b"browser": b"0"}
+    assert log_entry(raw) == {"time": 1.5, "url": "https://a/", "domain": "a", "worker": "h:1", "status": None,
+                              "error": "Boom", "ms": 12.5, "bytes": 0, "proxy": "", "browser": False}
