@@ -284,7 +284,7 @@ class ProxyMiddleware:
         except ProxyConfigError as exc:
             raise ProxyConfigError(f"proxies: {exc}") from None
         if not pools:
-            raise NotConfigured("no proxies (PROXY_POOLS, PROXY_FILE)")
+            raise NotConfigured  # no proxies configured: nothing to do (and nothing to warn about)
         mw = cls(crawler, pools)
         logger.info("Proxies: %s; tiers %s; rotation %s", ", ".join(f"{k} ({len(v)})" for k, v in pools.items()),
                     " -> ".join(mw.tiers), mw.rotation)
@@ -550,7 +550,7 @@ class ProxyBanMiddleware:
     def from_crawler(cls, crawler):
         s = crawler.settings
         if not (s.getdict("PROXY_POOLS") or s.get("PROXY_FILE")):
-            raise NotConfigured("no proxies (PROXY_POOLS, PROXY_FILE)")
+            raise NotConfigured  # no proxies configured
         mw = cls(crawler)
         from scrapy import signals
 
