@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import shutil
 import signal
+import subprocess
+import sys
 import time
 import urllib.request
 from collections import Counter
@@ -16,7 +18,7 @@ from collections import Counter
 import pytest
 
 from crawlhub.sites import refused_port, shop_pages
-from tests.harness import cli, queued, seen, start_worker, wait_all
+from tests.harness import ROOT, cli, queued, seen, start_worker, wait_all
 
 
 def wait_for(predicate, timeout: float, step: float = 0.2):
@@ -96,6 +98,11 @@ def test_command_errors_and_confirmation(env, redis_client):
     ok = cli(env, "seed", "scrapeme", "https://example.com/a", "--priority", "5")
     assert ok.returncode == 0
     assert json.loads(redis_client.lpop("scrapeme:start_urls")) == {"url": "https://example.com/a", "priority": 5}
+
+    # --watch redraws until Ctrl-C (SIGINT), then exits cleanly
+    watch = subprocess.run(["timeout", "--preserve-status", "-s", "INT", "3", sys.executable, "-m", "crawlhub.cli", "status", "scrapeme",
+                            "--watch", "--interval", "0.5"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=30)
+    assert watch.returncode == 0 and "spider scrapeme" in watch.stdout and "every 0.5s" in watch.stdout, watch.stderr
 
     unknown = cli(env, "status", "nosuchspider")
     assert unknown.returncode == 2 and "unknown spider 'nosuchspider'" in unknown.stderr and "scrapeme" in unknown.stderr
