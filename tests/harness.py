@@ -110,3 +110,26 @@ def seen(client, spider: str) -> int:
     from crawlhub.frontier.dupefilter import seen_count
 
     return seen_count(client, f"{spider}:dupefilter")
+
+
+def all_redis_values(client) -> bytes:
+    """Every key and value in Redis (streams included), as one blob to look for secrets in."""
+    out = []
+    for key in client.scan_iter(count=1000):
+        kind = client.type(key)
+        out.append(key)
+        if kind == b"string":
+            out.append(client.get(key) or b"")
+        elif kind == b"hash":
+            out += [x for kv in client.hgetall(key).items() for x in kv]
+        elif kind == b"list":
+            out += client.lrange(key, 0, -1)
+        elif kind == b"set":
+            out += list(client.smembers(key))
+        elif kind == b"zset":
+            out += client.zrange(key, 0, -1)
+        elif kind == b"stream":
+            out += [value for _, fields in client.xrange(key) for kv in fields.items() for value in kv]
+        else:
+            raise AssertionError(f"{key!r}: a Redis type this helper does not read: {kind!r}")
+    return b"\n".join(out)

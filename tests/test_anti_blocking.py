@@ -18,7 +18,7 @@ from crawlhub.frontier.leases import domain_of
 from crawlhub.profiles import family_of, incoherence
 from crawlhub.proxies import cool_key, tier_key
 from crawlhub.sites import LocalProxy, refused_port, shop_pages
-from tests.harness import cli, run_workers
+from tests.harness import all_redis_values, cli, run_workers
 from tests.sites.quotes import quote_pages, quote_pages_js, render_handler, rendered
 
 SECRET = "s3cr3t-pw"
@@ -44,28 +44,6 @@ def pages_of(shop):
 
 def via(hit) -> str:
     return dict(hit.headers).get("Via", "")
-
-
-def all_redis_values(client) -> bytes:
-    """Every key and value in Redis, as one blob (to look for secrets in)."""
-    out = []
-    for key in client.scan_iter(count=1000):
-        kind = client.type(key)
-        out.append(key)
-        if kind == b"string":
-            out.append(client.get(key) or b"")
-        elif kind == b"hash":
-            out += [x for kv in client.hgetall(key).items() for x in kv]
-        elif kind == b"list":
-            out += client.lrange(key, 0, -1)
-        elif kind == b"set":
-            out += list(client.smembers(key))
-        elif kind == b"zset":
-            out += client.zrange(key, 0, -1)
-        elif kind == b"stream":
-            out += [json.dumps({k.decode(): v.decode() for k, v in e[1].items()}).encode()
-                    for e in client.xrange(key)]
-    return b"\n".join(out)
 
 
 def test_bad_proxies_cool_down_for_the_cluster_and_credentials_never_leak(env, site, redis_client, proxies, tmp_path):
