@@ -27,6 +27,7 @@ from crawlhub.ops import (
     read_log,
     report_data,
     spider_keys,
+    worker_rows,
 )
 from crawlhub.proxies import format_health, proxy_health
 from crawlhub.seeds import BadSeed, parse_seed
@@ -163,6 +164,30 @@ def status(spider, as_json, watch, interval):
                 live.update(render(), refresh=True)
         except KeyboardInterrupt:
             pass
+
+
+@main.command()
+@click.argument("spider", callback=_check_spider)
+@click.option("--max-age", type=float, help="Seconds since the last heartbeat [default: WORKER_DEAD_AFTER, else 3 heartbeats].")
+@click.option("--any-host", is_flag=True, help="Healthy if any worker of the cluster is alive, not only one on this host.")
+def health(spider, max_age, any_host):
+    """Exit 0 if a worker of SPIDER on this host is sending heartbeats, else 1 (for health checks and probes)."""
+    import socket
+
+    settings = _settings()
+    server = _redis()
+    now = time.time()
+    dead_after = max_age or settings.getfloat("WORKER_DEAD_AFTER") or 3 * settings.getfloat("WORKER_HEARTBEAT_INTERVAL")
+    host = socket.gethostname()
+    workers = [w for w in worker_rows(server.hgetall(spider_keys(settings, spider)["workers"]), now, dead_after)
+               if any_host or w.get("host") == host]
+    alive = [w for w in workers if w["alive"]]
+    if not alive:
+        where = "in the cluster" if any_host else f"on {host}"
+        click.echo(f"unhealthy: no worker of {spider} {where} sent a heartbeat in the last {dead_after:g}s", err=True)
+        sys.exit(1)
+    click.echo(f"healthy: {', '.join(w['worker'] for w in alive)} (last heartbeat "
+               f"{min(now - w['last_beat'] for w in alive):.0f}s ago)")
 
 
 @main.command()
