@@ -167,7 +167,9 @@ SPIDER_MIDDLEWARES = {
 }
 
 # --- Crawling -------------------------------------------------------------
-# Name yourself to the sites you crawl: "mycrawler/1.0 (+https://example.org/bot)"
+# Name yourself to the sites you crawl: "mycrawler/1.0 (+https://example.org/bot)". Sent
+# when header profiles are off (HEADER_PROFILES_ENABLED); robots.txt rules are always
+# matched for ROBOTSTXT_USER_AGENT or this name, whatever browser the requests look like.
 USER_AGENT = "crawlhub/0.1"
 # robots.txt is fetched once per origin per ROBOTSTXT_TTL seconds for the
 # whole cluster and kept in Redis (crawlhub:robots:<origin>). Google's rules:
