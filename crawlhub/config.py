@@ -40,6 +40,8 @@ def coerce(name: str, raw: str, default):
                 return json.loads(raw)
             return [part.strip() for part in raw.split(",") if part.strip()]
         if isinstance(default, dict):
+            if not raw.strip():  # set but empty (e.g. an unset variable passed on by Compose): none
+                return {}
             value = json.loads(raw)
             if not isinstance(value, dict):
                 raise ValueError("expected a JSON object")

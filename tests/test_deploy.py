@@ -110,9 +110,9 @@ def commands_in_files() -> list[str]:
 
 def test_every_command_they_run_exists():
     from click import Group
+    from scrapy.utils.project import get_project_settings
 
     from crawlhub.cli import known_spiders, main
-    from scrapy.utils.project import get_project_settings
 
     spiders = set(known_spiders(get_project_settings()))
     commands = commands_in_files()
@@ -121,7 +121,8 @@ def test_every_command_they_run_exists():
         for words in (m.split() for m in re.findall(r"(?:crawlhub|scrapy) [^;&|]+", line)):
             if words[0] == "scrapy":
                 assert words[1] == "crawl", line
-                assert words[2] in spiders or words[2] in ('"$CRAWLHUB_SPIDER"', "$CRAWLHUB_SPIDER", "${CRAWLHUB_SPIDER}", "%i"), line
+                placeholders = ('"$CRAWLHUB_SPIDER"', "$CRAWLHUB_SPIDER", "${CRAWLHUB_SPIDER}", "%i")
+                assert words[2] in spiders or words[2] in placeholders, line
             else:
                 group, rest = main, words[1:]
                 while isinstance(group, Group) and rest and not rest[0].startswith("-"):
@@ -129,12 +130,33 @@ def test_every_command_they_run_exists():
                     group, rest = group.commands[rest[0]], rest[1:]
 
 
-@pytest.mark.skipif(not shutil.which("docker") or subprocess.run(["docker", "compose", "version"], capture_output=True).returncode,
-                    reason="no Docker client with the compose plugin here")
+def has_compose() -> bool:
+    return bool(shutil.which("docker")) and subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0
+
+
+@pytest.mark.skipif(not has_compose(), reason="no Docker client with the compose plugin here")
 def test_docker_compose_validates_the_file():  # pragma: no cover - needs the compose plugin
-    out = subprocess.run(["docker", "compose", "--env-file", str(DEPLOY / ".env.example"), "-f", str(DEPLOY / "docker-compose.yml"),
-                          "config", "--quiet"], capture_output=True, text=True)
+    out = subprocess.run(["docker", "compose", "--env-file", str(DEPLOY / ".env.example"),
+                          "-f", str(DEPLOY / "docker-compose.yml"), "config", "--quiet"], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
+
+
+def test_the_image_install_ships_every_data_file():
+    """The image installs crawlhub without -e: every non-Python file it reads must be package data."""
+    import fnmatch
+
+    import tomllib
+
+    patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["crawlhub"]
+    package = ROOT / "crawlhub"
+    data = [p.relative_to(package).as_posix() for p in package.rglob("*")
+            if p.is_file() and p.suffix not in (".py", ".pyc") and "__pycache__" not in p.parts]
+    assert "data/browser_profiles.json" in data
+    missing = [f for f in data if not any(fnmatch.fnmatch(f, pattern) for pattern in patterns)]
+    assert missing == [], f"not in [tool.setuptools.package-data]: {missing}"
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    for needed in ("COPY scrapy.cfg", "COPY crawlhub", "COPY spiders", "requirements.txt"):
+        assert needed in dockerfile, needed
 
 
 @pytest.mark.skipif(not shutil.which("systemd-analyze"), reason="no systemd-analyze here")

@@ -51,6 +51,10 @@ def test_env_overrides_coerce_to_the_default_type():
     assert ns == {"A_BOOL": True, "AN_INT": 7, "A_FLOAT": 2.5, "A_LIST": ["a", "b"], "A_DICT": {"k": 1}, "A_STR": "s", "lower": 1}
 
 
+def test_an_empty_variable_is_an_empty_dict_or_list():
+    assert coerce("X", "", {}) == {} and coerce("X", " ", {"a": 1}) == {} and coerce("X", "", ["x"]) == []
+
+
 @pytest.mark.parametrize(("raw", "default"), [("maybe", False), ("x", 3), ('"s"', {})])
 def test_env_override_errors_name_the_variable(raw, default):
     with pytest.raises(SettingError, match="environment variable X="):
