@@ -87,6 +87,13 @@ def test_every_variable_they_set_is_a_crawlhub_setting():
     assert {"REDIS_URL", "MONGO_URI", "CRAWLHUB_SPIDER"} <= names
 
 
+def test_env_example_lists_every_variable_compose_reads():
+    text = (DEPLOY / "docker-compose.yml").read_text()
+    read = set(re.findall(r"\$\{([A-Z_]+)", text))
+    listed = env_file_names(DEPLOY / ".env.example")
+    assert read and read <= listed, f"missing from deploy/.env.example: {sorted(read - listed)}"
+
+
 def commands_in_files() -> list[str]:
     found = []
     worker = compose()["services"]["worker"]
