@@ -198,3 +198,17 @@ def test_browser_pages_go_through_the_proxy_with_a_chromium_profile(env, site, r
     assert any(status == 403 for _, status, _ in forbid.seen), "the 403 proxy was tried and switched away from"
     assert SECRET not in worker.log()
     assert SECRET.encode() not in all_redis_values(redis_client)
+
+
+def test_a_seed_asks_for_a_pool_and_a_country(env, site, redis_client, proxies, tmp_path):
+    shop = site(shop_pages(2 * 4, 4))
+    dc, res_de, res_us = proxies("dc", credentials=""), proxies("res-de", credentials=""), proxies("res-us", credentials="")
+    pools = {"datacenter": [dc.url()],
+             "residential": [{"url": res_de.url(), "country": "de"}, {"url": res_us.url(), "country": "us"}]}
+    env = {**env, "PROXY_POOLS": json.dumps(pools), "ROBOTSTXT_OBEY": "False"}
+    seed = {"url": f"{shop.url}/shop/", "meta": {"proxy_pool": "residential", "proxy_country": "US"}}
+    assert cli(env, "seed", "scrapeme", json.dumps(seed)).returncode == 0
+    run_workers("scrapeme", env, tmp_path, 1, timeout=120)
+    by_path = {h.path: via(h) for h in pages_of(shop)}
+    assert by_path["/shop/"] == "1.1 res-us", "the seed's pool and country"
+    assert by_path["/shop/page/2/"] == "1.1 dc", "the pages it links to use the domain's pool"
