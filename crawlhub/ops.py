@@ -90,9 +90,10 @@ def item_counts(settings, spider: str, items_scraped: int) -> dict:
         client = get_mongo(settings)
         db = client[settings.get("MONGO_DATABASE")]
         quarantine = settings.get("MONGO_QUARANTINE_COLLECTION")
-        stored = {name: db[name].estimated_document_count() for name in sorted(db.list_collection_names())
+        names = sorted(db.list_collection_names())
+        stored = {name: db[name].estimated_document_count() for name in names
                   if name != quarantine and not name.startswith("system.")}
-        quarantined = db[quarantine].count_documents({"spider": spider}) if quarantine in db.list_collection_names() else 0
+        quarantined = db[quarantine].count_documents({"spider": spider}) if quarantine in names else 0
         client.close()
     except Exception as exc:  # pymongo's errors, or the embedded server not starting: shown, not fatal
         return {"error": f"MongoDB unavailable: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"}

@@ -37,11 +37,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import redis
 from scrapy.exceptions import NotConfigured
 
 from crawlhub.frontier.leases import domain_of
-from crawlhub.middlewares import frontier_scheduler
+from crawlhub.middlewares import cluster_choice, frontier_scheduler
 
 logger = logging.getLogger(__name__)
 
@@ -261,8 +260,7 @@ class HeaderProfileMiddleware:
         self.book = book
         self.everything = {p.id: p for p in all_profiles}  # a pin may name any profile of the file
         self.sticky: dict[str, str] = {}
-        spider_default = crawler.settings.get("HEADER_PROFILES_PIN") or None
-        self.pin = spider_default
+        self.pin = crawler.settings.get("HEADER_PROFILES_PIN") or None
         if self.pin and self.pin not in self.everything:
             raise NotConfigured(f"HEADER_PROFILES_PIN {self.pin!r} is not a profile id; `crawlhub profiles list` shows them")
 
@@ -304,25 +302,13 @@ class HeaderProfileMiddleware:
         return self._sticky(request.meta.get("crawlhub_proxy") or domain_of(request.url))
 
     def _sticky(self, key: str) -> Profile:
-        known = self.sticky.get(key)
-        if known in self.book.by_id:
-            return self.book.by_id[known]
-        candidate = self.book.pick()
-        scheduler = frontier_scheduler(self.crawler, "server")
-        if scheduler is not None:
-            try:  # the first worker to choose decides for the cluster
-                pipe = scheduler.server.pipeline(transaction=False)
-                pipe.hsetnx(STICKY, key, candidate.id).hget(STICKY, key)
-                _, chosen = pipe.execute()
-                chosen = chosen.decode() if chosen else candidate.id
-                if chosen in self.book.by_id:
-                    candidate = self.book.by_id[chosen]
-                else:  # chosen by a worker with other profile settings: ours from now on
-                    scheduler.server.hset(STICKY, key, candidate.id)
-            except redis.RedisError as exc:
-                logger.warning("Redis unavailable (%s): sticky header profile of %s chosen locally", exc, key)
-        self.sticky[key] = candidate.id
-        return candidate
+        chosen = self.sticky.get(key)
+        if chosen not in self.book.by_id:  # the first worker to choose decides for the cluster
+            scheduler = frontier_scheduler(self.crawler, "server")
+            chosen = cluster_choice(scheduler.server if scheduler else None, STICKY, key, self.book.pick().id,
+                                    self.book.by_id.__contains__)
+            self.sticky[key] = chosen
+        return self.book.by_id[chosen]
 
     def process_request(self, request):
         for name in request.meta.pop(APPLIED, None) or ():  # a retry: the new attempt chooses again

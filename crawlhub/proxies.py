@@ -47,7 +47,7 @@ from scrapy.utils.misc import load_object
 from crawlhub.frontier.leases import domain_of
 from crawlhub.frontier.serializer import PER_DOWNLOAD_META
 from crawlhub.frontier.serializer import PROXY_CHOSEN as PROXY
-from crawlhub.middlewares import frontier_scheduler
+from crawlhub.middlewares import cluster_choice, frontier_scheduler
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +76,6 @@ def tier_bans_key(domain: str, pool: str) -> str:
 
 SCHEMES = {"http", "https", "socks5", "socks5h", "socks4"}
 # meta keys that hold a proxy's address or credentials for one download: never stored
-TRANSIENT_META = PER_DOWNLOAD_META
 TRIED = "crawlhub_proxy_tried"  # meta: ids this page was already banned on
 SWITCHES = "crawlhub_proxy_switches"  # meta: immediate re-fetches through another proxy
 
@@ -369,18 +368,9 @@ class ProxyMiddleware:
         if self.rotation == "sticky":
             known = {p.id: p for p in candidates}
             chosen = self.sticky.get(domain)
-            if chosen not in known and (server := self.server) is not None:
-                try:
-                    stored = server.hget(STICKY, domain)
-                    chosen = stored.decode() if stored else None
-                    if chosen not in known:
-                        chosen = self.rng.choice(candidates).id
-                        server.hset(STICKY, domain, chosen)
-                except redis.RedisError:
-                    chosen = None
-            if chosen not in known:
-                chosen = self.rng.choice(candidates).id
-            self.sticky[domain] = chosen
+            if chosen not in known:  # none yet, or it stopped being usable: the cluster's choice
+                chosen = cluster_choice(self.server, STICKY, domain, self.rng.choice(candidates).id, known.__contains__)
+                self.sticky[domain] = chosen
             return known[chosen]
         return candidates[next(self.counters[pool]) % len(candidates)]
 
@@ -403,7 +393,7 @@ class ProxyMiddleware:
         meta = request.meta
         if meta.get("dont_proxy") or ("proxy" in meta and PROXY not in meta):
             return None  # no proxy wanted, or the spider chose one itself
-        for key in TRANSIENT_META:
+        for key in PER_DOWNLOAD_META:
             meta.pop(key, None)
         request.headers.pop(b"Proxy-Authorization", None)
         proxy = self.choose(request)
@@ -451,7 +441,7 @@ class ProxyMiddleware:
                         request.url, reason, proxy.id, switches + 1)
             return None
         again = request.replace(dont_filter=True)
-        for key in TRANSIENT_META:
+        for key in PER_DOWNLOAD_META:
             again.meta.pop(key, None)
         again.meta.pop(PROXY, None)
         again.headers.pop(b"Proxy-Authorization", None)
@@ -545,6 +535,7 @@ class ProxyBanMiddleware:
     def __init__(self, crawler):
         self.crawler = crawler
         self._picker = None
+        self._markers: list[str] | None = None
 
     @classmethod
     def from_crawler(cls, crawler):
@@ -571,10 +562,11 @@ class ProxyBanMiddleware:
         picker = self.picker
         if response.status in picker.ban_codes:
             return f"HTTP {response.status}"
-        markers = [*picker.markers, *(m.lower() for m in getattr(self.crawler.spider, "ban_markers", ()) or ())]
-        if markers and hasattr(response, "text"):
+        if self._markers is None:  # the settings' and the spider's, once
+            self._markers = [*picker.markers, *(m.lower() for m in getattr(self.crawler.spider, "ban_markers", ()) or ())]
+        if self._markers and hasattr(response, "text"):
             text = response.text[:200_000].lower()
-            for marker in markers:
+            for marker in self._markers:
                 if marker in text:
                     return f"ban marker {marker!r}"
         return ""

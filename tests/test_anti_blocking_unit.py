@@ -284,3 +284,13 @@ def test_failures_cool_down_escalate_and_kill_in_redis(redis_client):
     health = px.proxy_health(redis_client)
     states = {p["id"]: p["state"] for p in health["proxies"]}
     assert states == {"dc/a": "dead", "dc/b": "cooling"} and health["tiers"] == {domain: "res"}
+
+
+def test_the_first_proposal_is_the_clusters_choice(redis_client):
+    from crawlhub.middlewares import cluster_choice
+
+    assert cluster_choice(redis_client, "t:choice", "d", "a", lambda c: True) == "a"
+    assert cluster_choice(redis_client, "t:choice", "d", "b", lambda c: True) == "a", "the first worker decided"
+    assert cluster_choice(redis_client, "t:choice", "d", "b", lambda c: c != "a") == "b", "unusable here: replaced"
+    assert redis_client.hget("t:choice", "d") == b"b"
+    assert cluster_choice(None, "t:choice", "d", "c", lambda c: True) == "c", "no Redis: this worker's own"
