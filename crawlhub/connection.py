@@ -56,12 +56,25 @@ def connect_redis(settings) -> redis.Redis:
             server.ping()
             server.set_retry(retry)
             return server
+        except redis.AuthenticationError as exc:
+            raise Unreachable(f"Redis at {redact_url(url)} refused the credentials: {exc} (a final answer: "
+                              "check the password in REDIS_URL)") from None
+        except redis.ResponseError as exc:
+            if not _is_auth_error(exc):
+                raise
+            raise Unreachable(f"Redis at {redact_url(url)} refused the credentials: {exc} (a final answer: "
+                              "check the password in REDIS_URL)") from None
         except redis.RedisError as exc:
             if time.monotonic() + delay > deadline:
                 raise Unreachable(f"cannot reach Redis at {redact_url(url)}: {exc}") from None
             logger.warning("Redis at %s is not answering (%s); retrying in %.1fs", redact_url(url), exc, delay)
             time.sleep(delay)
             delay = min(delay * 2, 5)
+
+
+def _is_auth_error(exc: Exception) -> bool:
+    text = str(exc).upper()
+    return any(word in text for word in ("WRONGPASS", "NOAUTH", "AUTH ", "INVALID PASSWORD", "INVALID USERNAME"))
 
 
 def get_mongo(settings):

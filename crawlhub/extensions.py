@@ -43,6 +43,8 @@ class WorkerRegistry:
     @classmethod
     def from_crawler(cls, crawler):
         interval = crawler.settings.getfloat("WORKER_HEARTBEAT_INTERVAL")
+        if not crawler.settings.getbool("CRAWLHUB_SHARED", True):
+            raise NotConfigured("not a worker of the shared frontier (shell, check, parse...)")
         if interval <= 0:
             raise NotConfigured("WORKER_HEARTBEAT_INTERVAL is 0")
         return cls(crawler, interval)

@@ -74,6 +74,20 @@ class ItemMeta:
     url_fields: tuple[str, ...]
 
 
+PAGE_ATTR = "_crawlhub_page"
+
+
+def mark_page(item, token: int) -> None:
+    """Remember which page fetch an item came from (not a field: never stored)."""
+    if hasattr(item, "__dict__") and not isinstance(item, dict):
+        vars(item)[PAGE_ATTR] = token
+
+
+def page_of(item) -> int | None:
+    """The page fetch ``mark_page`` recorded for the item, or None."""
+    return vars(item).get(PAGE_ATTR) if hasattr(item, "__dict__") and not isinstance(item, dict) else None
+
+
 def item_meta(item) -> ItemMeta:
     """The storage description of an item (dataclass instance or plain dict).
 

@@ -13,6 +13,12 @@ from crawlhub.config import apply_env_overrides
 BOT_NAME = "crawlhub"
 SPIDER_MODULES = ["spiders"]
 NEWSPIDER_MODULE = "spiders"
+# crawl checks Redis before it starts; shell, check, parse, fetch and view stay off the shared frontier
+COMMANDS_MODULE = "crawlhub.commands"
+# False: this process does not join the shared frontier (Scrapy's in-memory
+# scheduler, no seeds, no worker record, no cluster stats); the shell, check,
+# parse, fetch and view commands set it.
+CRAWLHUB_SHARED = True
 # `scrapy genspider -t crawlhub NAME DOMAIN`
 TEMPLATES_DIR = str(Path(__file__).parent / "templates")
 
@@ -268,6 +274,10 @@ ITEM_PIPELINES = {
     "crawlhub.pipelines.dedupe.DedupePipeline": 300,
     "crawlhub.pipelines.mongo.MongoPipeline": 800,
 }
+# DedupePipeline drops an item one page fetch yielded twice; it remembers the
+# item keys of this many recent pages (never across pages or crawl rounds:
+# MongoDB's unique key makes those one document).
+DEDUPE_PAGES = 1000
 # Currency assumed when a price shows none (ISO 4217); empty = none.
 DEFAULT_CURRENCY = ""
 # Bulk upserts are flushed at this many items or this many seconds.

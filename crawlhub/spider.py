@@ -80,7 +80,9 @@ class CrawlhubSpider(Spider):
         self.bad_seeds_max = settings.getint("BAD_SEEDS_MAX")
         self.max_idle = settings.getfloat("MAX_IDLE_TIME_BEFORE_CLOSE")
         self._idle_since: float | None = None
-        crawler.signals.connect(self._on_idle, signal=signals.spider_idle)
+        self.shared = settings.getbool("CRAWLHUB_SHARED", True)
+        if self.shared:  # `scrapy shell/check/parse` look at pages: no seeds, no waiting for more
+            crawler.signals.connect(self._on_idle, signal=signals.spider_idle)
 
     @property
     def server(self):
@@ -92,6 +94,8 @@ class CrawlhubSpider(Spider):
 
     # -- seeds -------------------------------------------------------------
     async def start(self):
+        if not self.shared:
+            return
         for request in self.next_seed_requests():
             yield request
 

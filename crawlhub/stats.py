@@ -139,8 +139,8 @@ class ClusterStatsMiddleware:
 
     @classmethod
     def from_crawler(cls, crawler):
-        if not crawler.settings.getbool("CLUSTER_STATS_ENABLED"):
-            raise NotConfigured  # CLUSTER_STATS_ENABLED is off
+        if not crawler.settings.getbool("CLUSTER_STATS_ENABLED") or not crawler.settings.getbool("CRAWLHUB_SHARED", True):
+            raise NotConfigured  # CLUSTER_STATS_ENABLED is off, or not a worker (shell, check...)
         return cls(crawler)
 
     @property

@@ -95,13 +95,14 @@ def test_worker_that_finishes_early_leaves_the_frontier_intact(env, site, redis_
     redis_client.lpush("scrapeme:start_urls", f"{shop.url}/shop/")
     # a worker told not to persist, that stops after 4 seconds while the crawl goes on
     early = start_worker("scrapeme", env, tmp_path, "early", CLOSESPIDER_TIMEOUT=4, SCHEDULER_PERSIST=False,
-                         CONCURRENT_REQUESTS=1)
+                         SCHEDULER_FLUSH_ON_START=True, CONCURRENT_REQUESTS=1)
     steady = start_worker("scrapeme", env, tmp_path, "steady", CONCURRENT_REQUESTS=1)
     assert early.wait(60) == 0, early.log()[-3000:]
     fetched_when_early_left = len(shop.fetched("/shop"))
     assert fetched_when_early_left < len(pages), "the early worker did not finish early"
     assert "Closing spider (closespider_timeout)" in early.log()
     assert "SCHEDULER_PERSIST=False is ignored" in early.log()
+    assert "SCHEDULER_FLUSH_ON_START=True is ignored" in early.log() and "crawlhub reset" in early.log()
     assert seen(redis_client, "scrapeme") >= fetched_when_early_left
 
     wait_all([steady], 90)

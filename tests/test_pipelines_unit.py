@@ -9,6 +9,7 @@ from scrapy.exceptions import DropItem
 
 from crawlhub.items import Page, Product, Quote
 from crawlhub.pipelines.clean import CleanPipeline, clean_text, parse_price, quote_key
+from crawlhub.items import mark_page
 from crawlhub.pipelines.dedupe import DedupePipeline
 from crawlhub.pipelines.validate import InvalidItem, ValidatePipeline, problems
 from spiders.scrapeme import ScrapemeSpider
@@ -107,11 +108,34 @@ def test_problems_lists_every_problem():
     assert len(problems(Product())) == 7
 
 
+def on_page(item, page: int = 1):
+    mark_page(item, page)
+    return item
+
+
 def test_dedupe_drops_the_second_copy(crawler):
     dedupe = DedupePipeline.from_crawler(crawler)
-    dedupe.process_item(valid_product())
-    dedupe.process_item(valid_product(id="2"))
-    dedupe.process_item(valid_product(site="other.example"))
+    dedupe.process_item(on_page(valid_product()))
+    dedupe.process_item(on_page(valid_product(id="2")))
+    dedupe.process_item(on_page(valid_product(site="other.example")))
     with pytest.raises(DropItem):
-        dedupe.process_item(valid_product(name="renamed"))
+        dedupe.process_item(on_page(valid_product(name="renamed")))
     assert crawler.stats.get_value("items/duplicates_dropped") == 1
+
+
+def test_dedupe_never_drops_across_pages_or_crawls(crawler):
+    """A long-running worker re-crawling a site stores every item again (issue: only 387 of 755 moved)."""
+    dedupe = DedupePipeline.from_crawler(crawler)
+    for page in range(1, 4):  # the same listing fetched in three crawl rounds, and another page
+        assert dedupe.process_item(on_page(valid_product(), page)) is not None
+    unmarked = valid_product()
+    assert dedupe.process_item(unmarked) is unmarked and dedupe.process_item(valid_product()) is not None
+    assert not crawler.stats.get_value("items/duplicates_dropped")
+
+
+def test_dedupe_memory_is_bounded():
+    crawler = make_spider(ScrapemeSpider, DEDUPE_PAGES=10).crawler
+    dedupe = DedupePipeline.from_crawler(crawler)
+    for page in range(1000):
+        dedupe.process_item(on_page(valid_product(id=str(page)), page))
+    assert len(dedupe.pages) == 10

@@ -68,6 +68,11 @@ class RedisScheduler(Scheduler):
                 "SCHEDULER_PERSIST=False is ignored: a closing worker never wipes the shared "
                 "frontier; use `crawlhub reset SPIDER` to clear it"
             )
+        if settings.getbool("SCHEDULER_FLUSH_ON_START"):
+            logger.warning(
+                "SCHEDULER_FLUSH_ON_START=True is ignored: a starting worker never wipes the shared "
+                "frontier other workers may be crawling; use `crawlhub reset SPIDER` to clear it"
+            )
         super().__init__(
             server,
             persist=True,
@@ -181,7 +186,8 @@ class RedisScheduler(Scheduler):
         try:
             payload = self.queue.serializer.encode(request)
         except EncodeError as exc:
-            logger.error("%s; keeping it in this worker's memory instead", exc, extra={"spider": self.spider})
+            logger.warning("%s; keeping it in this worker's memory instead (crawled by this worker only, "
+                           "lost if it dies)", exc, extra={"spider": self.spider})
             self.stats.inc_value("scheduler/unserializable")
             self.local.append(request)
             if ends:

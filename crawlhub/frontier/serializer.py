@@ -73,7 +73,13 @@ class RequestSerializer:
 
     # -- encode ----------------------------------------------------------
     def encode(self, request: Request) -> bytes:
-        d = request.to_dict(spider=self.spider)
+        try:
+            d = request.to_dict(spider=self.spider)
+        except ValueError as exc:  # a callback or errback that is not a method of the spider
+            raise EncodeError(
+                f"request {request.url} cannot be stored as JSON: {exc} (use a method of the spider as "
+                f"callback/errback, by name, so that any worker can run it)"
+            ) from None
         if PROXY_CHOSEN in d.get("meta", {}):
             d["meta"] = {k: v for k, v in d["meta"].items() if k not in PER_DOWNLOAD_META}
             d["headers"] = {k: v for k, v in d.get("headers", {}).items() if k.lower() != b"proxy-authorization"}

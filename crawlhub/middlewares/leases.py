@@ -10,16 +10,20 @@ sends it to the dead-letter queue with the error.
 middlewares: it counts the items a page's callback yields and tells the
 scheduler when the callback's output is exhausted (or raised). The item
 signals (scraped, dropped, error) count them back in. When both are done the
-lease is ready, and it is acked after the store's next flush.
+lease is ready, and it is acked after the store's next flush. Each item is
+marked with the page fetch it came from (:func:`crawlhub.items.page_of`), so
+that DedupePipeline can scope itself to one page.
 """
 
 from __future__ import annotations
 
+import itertools
 from contextlib import contextmanager
 
 from scrapy import Request, signals
 from scrapy.exceptions import IgnoreRequest
 
+from crawlhub.items import mark_page
 from crawlhub.middlewares import frontier_scheduler
 
 
@@ -49,6 +53,7 @@ class LeaseDownloaderMiddleware:
 class LeaseSpiderMiddleware:
     def __init__(self, crawler):
         self.crawler = crawler
+        self._pages = itertools.count(1)
         for signal in (signals.item_scraped, signals.item_dropped, signals.item_error):
             crawler.signals.connect(self.item_finished, signal=signal)
 
@@ -65,10 +70,13 @@ class LeaseSpiderMiddleware:
     def _tracking(self, response):
         """Yields a function to pass each output element through; reports the end."""
         scheduler = _scheduler(self.crawler)
+        page = next(self._pages)
 
         def emitted(element):
-            if scheduler is not None and not isinstance(element, Request):
-                scheduler.item_emitted(response)
+            if not isinstance(element, Request):
+                mark_page(element, page)
+                if scheduler is not None:
+                    scheduler.item_emitted(response)
             return element
 
         error = None

@@ -1,0 +1,7 @@
+"""`scrapy view` off the shared frontier (see crawlhub.commands)."""
+
+from scrapy.commands.view import Command as _Base
+
+from crawlhub.commands import local_only
+
+Command = local_only(_Base, __name__)
