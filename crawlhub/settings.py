@@ -160,6 +160,11 @@ DOWNLOADER_MIDDLEWARES = {
     "crawlhub.proxies.ProxyMiddleware": 380,
     "crawlhub.profiles.HeaderProfileMiddleware": 395,
     "crawlhub.middlewares.retry.FrontierRetryMiddleware": 550,
+    # Scrapy's redirects, but too many hops, a loop or a hop off the seed's host end the lease
+    "scrapy.downloadermiddlewares.redirect.MetaRefreshMiddleware": None,
+    "scrapy.downloadermiddlewares.redirect.RedirectMiddleware": None,
+    "crawlhub.middlewares.redirect.FrontierMetaRefreshMiddleware": 580,
+    "crawlhub.middlewares.redirect.FrontierRedirectMiddleware": 600,
     # sees a proxied answer before retries do: a ban switches proxy, not an attempt
     "crawlhub.proxies.ProxyBanMiddleware": 900,
     # closest to the download: sees every raw response (429, 3xx) first
@@ -186,6 +191,8 @@ ROBOTSTXT_OBEY = True
 ROBOTSTXT_USER_AGENT = ""
 ROBOTSTXT_TTL = 86400
 ROBOTSTXT_ERROR_RETRY = 600
+# Times a request waits for an unavailable robots.txt before it goes to the DLQ with the reason.
+ROBOTSTXT_UNAVAILABLE_MAX_WAITS = 3
 ROBOTSTXT_TIMEOUT = 10
 # Larger robots.txt files are cut here (Google reads 500 KiB).
 ROBOTSTXT_MAX_BYTES = 512000

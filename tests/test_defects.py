@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
 import time
+from collections import Counter
 from contextlib import contextmanager
 
 from crawlhub.services import free_port, port_open, redis_server_binary
@@ -108,3 +110,49 @@ def test_dead_redis_or_wrong_password_is_one_clear_line(env, tmp_path):
         last = done.stderr.strip().splitlines()[-1]
         assert last.startswith("crawlhub: ") and said in last, done.stderr[-3000:]
         assert "Traceback" not in done.stderr and "s3cretpw" not in done.stderr + done.stdout
+
+
+def redirect(to: str, status: int = 301):
+    return (status, "text/html", "", {"Location": to})
+
+
+def test_redirects_end_every_lease(env, site, redis_client, mongo_db, tmp_path):
+    """301/302/308 hand the lease over (each page once); too many hops, a loop and a hop off
+    the seed's host end in the DLQ or are dropped and counted; the worker drains and exits."""
+    pages = {
+        "/": html("home", "/moved", "/temp", "/perm", "/chain/0", "/loop/a", "/away"),
+        "/moved": redirect("/new", 301), "/temp": redirect("/new-temp", 302), "/perm": redirect("/new-perm", 308),
+        "/new": html("new"), "/new-temp": html("new temp"), "/new-perm": html("new perm"),
+        "/loop/a": redirect("/loop/b", 302), "/loop/b": redirect("/loop/a", 302),
+    }
+    pages.update({f"/chain/{i}": redirect(f"/chain/{i + 1}", 302) for i in range(30)})
+    shop = site(pages)
+    shop.pages["/away"] = redirect(f"http://localhost:{shop.port}/elsewhere", 302)
+    shop.pages["/elsewhere"] = html("elsewhere")
+    # the seed itself moved to another host: the crawl follows its new host
+    redis_client.lpush("generic:start_urls", f"http://localhost:{shop.port}/start")
+    shop.pages["/start"] = redirect(f"{shop.url}/", 301)
+    (worker,) = run_workers("generic", env, tmp_path, 1, timeout=180)
+    log = worker.log()
+    stored = sorted(d["url"].removeprefix(shop.url) for d in mongo_db.pages.find())
+    assert stored == ["/", "/new", "/new-perm", "/new-temp"], log[-3000:]
+    fetched = shop.fetched("/")
+    assert all(n == 1 for n in Counter(fetched).values()), Counter(fetched)
+    letters = {json.loads(r)["url"].removeprefix(shop.url): json.loads(r) for r in redis_client.lrange("generic:dlq", 0, -1)}
+    assert set(letters) == {"/chain/20", "/loop/b"}, letters  # REDIRECT_MAX_TIMES = 20 hops
+    assert "max redirections reached (20)" in letters["/chain/20"]["error"]
+    assert letters["/loop/b"]["error"].startswith("redirect loop:") and letters["/loop/b"]["error"].endswith("/loop/a")
+    assert "/elsewhere" not in fetched and "not on the seed's host" in log and "'redirect/offsite': 1" in log
+    assert redis_client.zcard("generic:inflight") == 0
+
+
+def test_unreachable_host_ends_in_the_dlq(env, redis_client, tmp_path):
+    """Connection refused on robots.txt: bounded waits, then the DLQ with the reason; the worker exits."""
+    redis_client.lpush("generic:start_urls", "http://127.0.0.1:1/")
+    (worker,) = run_workers("generic", env, tmp_path, 1, timeout=120, ROBOTSTXT_ERROR_RETRY=1,
+                            ROBOTSTXT_UNAVAILABLE_MAX_WAITS=2)
+    (letter,) = [json.loads(r) for r in redis_client.lrange("generic:dlq", 0, -1)]
+    assert letter["url"] == "http://127.0.0.1:1/"
+    assert letter["error"].startswith("robots.txt of http://127.0.0.1:1 unavailable (") and "2 times" in letter["error"]
+    assert worker.log().count("Postponed http://127.0.0.1:1/") == 2
+    assert redis_client.zcard("generic:inflight") == 0 and redis_client.zcard("generic:delayed") == 0

@@ -14,6 +14,8 @@ worker may disagree about a page. Here:
   allow all; 5xx, 429, a timeout or a connection error = disallow all for
   ROBOTSTXT_ERROR_RETRY seconds: the origin's requests wait in the frontier
   (no attempt is counted) and robots.txt is fetched again when they are due;
+  a request that waited ROBOTSTXT_UNAVAILABLE_MAX_WAITS times goes to the DLQ
+  with the reason (a host that is down, refuses or fails TLS never hangs a crawl);
 * Crawl-delay for our user agent becomes a floor on the domain's interval
   between requests (cluster-wide, see docs/politeness.md);
 * a disallowed URL is dropped (its lease is acked, it is not retried) and
@@ -43,6 +45,7 @@ from crawlhub.middlewares.politeness import RESLOT, SLOT_TAKEN
 logger = logging.getLogger(__name__)
 
 PREFIX = "crawlhub:robots:"
+ROBOTS_WAITS = "crawlhub_robots_waits"  # meta: times this request waited for an unavailable robots.txt
 ALLOW, RULES, ERROR = "allow", "rules", "error"
 
 
@@ -107,6 +110,7 @@ class SharedRobotsMiddleware(FrontierMiddleware):
         self.error_retry = settings.getfloat("ROBOTSTXT_ERROR_RETRY")
         self.timeout = settings.getfloat("ROBOTSTXT_TIMEOUT")
         self.max_bytes = settings.getint("ROBOTSTXT_MAX_BYTES")
+        self.max_waits = settings.getint("ROBOTSTXT_UNAVAILABLE_MAX_WAITS")
         self.cache: dict[str, Robots] = {}
         self.pending: dict[str, asyncio.Future] = {}
 
@@ -120,9 +124,15 @@ class SharedRobotsMiddleware(FrontierMiddleware):
         if robots.allowed(request.url, self.agent):
             return None
         if robots.state == ERROR:
+            waits = request.meta.get(ROBOTS_WAITS, 0) + 1
+            reason = f"robots.txt of {origin_of(request)} unavailable ({robots.error})"
+            if waits > self.max_waits:
+                scheduler.dead_letter(request, error=f"{reason}, {waits - 1} times"[:1000], status=robots.status)
+                raise IgnoreRequest(f"{reason}: gave up")
             wait = max(1.0, robots.expires - time.time())
-            scheduler.postpone(request, wait, f"robots.txt unavailable ({robots.error})")
-            raise IgnoreRequest(f"robots.txt of {origin_of(request)} unavailable: waiting {wait:.0f}s")
+            request.meta[ROBOTS_WAITS] = waits
+            scheduler.postpone(request, wait, f"{reason}, wait {waits} of {self.max_waits}")
+            raise IgnoreRequest(f"{reason}: waiting {wait:.0f}s")
         domain = domain_of(request.url)
         self.crawler.stats.inc_value("robotstxt/forbidden")
         try:
