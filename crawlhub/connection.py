@@ -77,12 +77,12 @@ def _is_auth_error(exc: Exception) -> bool:
     return any(word in text for word in ("WRONGPASS", "NOAUTH", "AUTH ", "INVALID PASSWORD", "INVALID USERNAME"))
 
 
-def get_mongo(settings):
+def get_mongo(settings, server_selection_timeout_ms: int | None = None):
     """A pymongo client for MONGO_URI or the embedded server."""
     import pymongo
 
     return pymongo.MongoClient(
         services.mongo_uri(settings),
-        serverSelectionTimeoutMS=settings.getint("MONGO_SERVER_SELECTION_TIMEOUT_MS", 10000),
+        serverSelectionTimeoutMS=server_selection_timeout_ms or settings.getint("MONGO_SERVER_SELECTION_TIMEOUT_MS", 10000),
         appname=settings.get("BOT_NAME", "crawlhub"),
     )

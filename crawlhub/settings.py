@@ -285,14 +285,19 @@ ITEM_PIPELINES = {
 # item keys of this many recent pages (never across pages or crawl rounds:
 # MongoDB's unique key makes those one document).
 DEDUPE_PAGES = 1000
+# Longer texts in an item are cut here at clean time (logged, counted); 0 = no cap.
+# MongoDB refuses documents over 16 MB: such a document is quarantined, described.
+ITEM_FIELD_MAX_CHARS = 1000000
 # Currency assumed when a price shows none (ISO 4217); empty = none.
 DEFAULT_CURRENCY = ""
 # Bulk upserts are flushed at this many items or this many seconds.
 MONGO_BATCH_SIZE = 100
 MONGO_FLUSH_INTERVAL = 2.0
 MONGO_QUARANTINE_COLLECTION = "quarantine"
-# Flush tries at close before unsaved items go to CRAWLHUB_HOME/unsaved/
+# Flush tries at close, within MONGO_CLOSE_TIMEOUT seconds in all, before unsaved items go
+# to CRAWLHUB_HOME/unsaved/ (deploy/ gives a worker 60 s to stop: it must be done well before)
 MONGO_CLOSE_RETRIES = 5
+MONGO_CLOSE_TIMEOUT = 20.0
 # Items buffered while MongoDB is down before the worker waits for it.
 MONGO_BUFFER_MAX = 1000
 MONGO_SERVER_SELECTION_TIMEOUT_MS = 10000

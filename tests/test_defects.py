@@ -156,3 +156,30 @@ def test_unreachable_host_ends_in_the_dlq(env, redis_client, tmp_path):
     assert letter["error"].startswith("robots.txt of http://127.0.0.1:1 unavailable (") and "2 times" in letter["error"]
     assert worker.log().count("Postponed http://127.0.0.1:1/") == 2
     assert redis_client.zcard("generic:inflight") == 0 and redis_client.zcard("generic:delayed") == 0
+
+
+def test_a_document_mongodb_refuses_is_quarantined_and_the_batch_acked(env, site, redis_client, mongo_db, tmp_path):
+    huge = "x" * (17 * 1024 * 1024)
+    shop = site({"/": html("home", "/big", "/small"), "/big": html(huge), "/small": html("small")})
+    # no cap at clean time: MongoDB itself refuses the 17 MB document
+    redis_client.lpush("generic:start_urls", f"{shop.url}/")
+    (worker,) = run_workers("generic", env, tmp_path, 1, timeout=180, ITEM_FIELD_MAX_CHARS=0)
+    assert sorted(d["url"] for d in mongo_db.pages.find()) == [f"{shop.url}/", f"{shop.url}/small"], worker.log()[-3000:]
+    (refused,) = mongo_db.quarantine.find()
+    assert refused["source_url"] == f"{shop.url}/big" and refused["spider"] == "generic"
+    reason = refused["reasons"][0]  # said by the driver (DocumentTooLarge) or by the server (a write error)
+    assert "over MongoDB's limit" in reason or "larger than 16777216" in reason, reason
+    assert refused["item"]["title"].endswith(f"({len(huge)} in all)") and len(refused["item"]["title"]) < 2000
+    assert redis_client.zcard("generic:inflight") == 0, "every lease of the batch is acked"
+    assert "MongoDB refused a pages item" in worker.log() and "unreachable" not in worker.log()
+
+    # with the default cap the field is cut at clean time and the page stored
+    mongo_db.pages.delete_many({})
+    mongo_db.quarantine.delete_many({})
+    redis_client.flushdb()
+    redis_client.lpush("generic:start_urls", f"{shop.url}/")
+    (worker,) = run_workers("generic", env, tmp_path / "capped", 1, timeout=180)
+    big = mongo_db.pages.find_one({"url": f"{shop.url}/big"})
+    assert big is not None and len(big["title"]) == 1_000_000, worker.log()[-3000:]
+    assert mongo_db.quarantine.count_documents({}) == 0
+    assert "ITEM_FIELD_MAX_CHARS" in worker.log() and "'items/truncated_fields': 1" in worker.log()

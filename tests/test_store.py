@@ -96,3 +96,20 @@ def test_generic_spider_stops_at_depth_3(env, site, redis_client, mongo_db, tmp_
     assert sorted(chain.fetched("/d")) == ["/d0", "/d1", "/d2", "/d3"]
     titles = sorted(d["title"] for d in mongo_db.pages.find())
     assert titles == ["Depth 0", "Depth 1", "Depth 2", "Depth 3"]
+
+
+def test_writer_sets_aside_what_mongodb_cannot_store_and_writes_the_rest(mongo_db):
+    """The driver's own refusal (InvalidDocument, DocumentTooLarge): the rest of the batch is written."""
+    from crawlhub.items import Page, item_meta
+    from crawlhub.pipelines.mongo import MongoWriter
+
+    meta = item_meta(Page())
+    good = {"url": "http://127.0.0.1/a", "status": 200, "title": "fine"}
+    bad = {"url": "http://127.0.0.1/b", "status": 200, "title": object()}  # BSON cannot encode it
+    big = {"url": "http://127.0.0.1/c", "status": 200, "title": "y" * (17 * 1024 * 1024)}
+    counts = MongoWriter(mongo_db, "quarantine", "t").write([(meta, good), (meta, bad), (meta, big)], [])
+    assert counts["inserted"] == 1 and counts["refused"] == 2
+    assert [d["url"] for d in mongo_db.pages.find()] == [good["url"]]
+    reasons = {d["item"]["url"]: d["reasons"][0] for d in mongo_db.quarantine.find()}
+    assert reasons[bad["url"]].startswith("MongoDB cannot store it:") and "cannot encode object" in reasons[bad["url"]]
+    assert "is over MongoDB's limit" in reasons[big["url"]]

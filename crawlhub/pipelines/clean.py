@@ -6,12 +6,16 @@
   price-parser (currency symbols mapped to ISO 4217 codes; a bare "$" is USD
   unless the spider's ``currency`` attribute or DEFAULT_CURRENCY says otherwise);
 * Product.site from the URL's host; Quote.quote_id = sha1(text + author);
+* a text longer than ITEM_FIELD_MAX_CHARS is cut there (logged and counted:
+  ``items/truncated_fields``), so one huge field cannot make a document
+  MongoDB refuses;
 * scraped_at set to the current UTC time.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 from datetime import datetime, timezone
 from decimal import Decimal
@@ -22,6 +26,7 @@ from price_parser import Price
 
 from crawlhub.items import Product, Quote, item_meta
 
+logger = logging.getLogger(__name__)
 _WS = re.compile(r"\s+")
 CURRENCY_SYMBOLS = {
     "£": "GBP", "€": "EUR", "$": "USD", "US$": "USD", "¥": "JPY", "₹": "INR", "₽": "RUB",
@@ -72,6 +77,7 @@ class CleanPipeline:
     def __init__(self, crawler):
         self.crawler = crawler
         self.default_currency = crawler.settings.get("DEFAULT_CURRENCY") or None
+        self.max_chars = crawler.settings.getint("ITEM_FIELD_MAX_CHARS")
 
     @classmethod
     def from_crawler(cls, crawler):
@@ -80,7 +86,12 @@ class CleanPipeline:
     def process_item(self, item):
         adapter = ItemAdapter(item)
         for name in list(adapter.keys()):
-            adapter[name] = clean_text(adapter.get(name))
+            value = adapter[name] = clean_text(adapter.get(name))
+            if self.max_chars and isinstance(value, str) and len(value) > self.max_chars:
+                adapter[name] = value[: self.max_chars]
+                self.crawler.stats.inc_value("items/truncated_fields")
+                logger.warning("Cut %s of a %s from %s at %d characters (it had %d; ITEM_FIELD_MAX_CHARS)", name,
+                               type(item).__name__, adapter.get("source_url"), self.max_chars, len(value))
         base = adapter.get("source_url") or adapter.get("url")
         for name in item_meta(item).url_fields:
             if name in adapter and adapter.get(name) and base:

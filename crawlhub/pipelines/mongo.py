@@ -11,7 +11,10 @@
   re-crawl of an unchanged item only moves ``last_seen``; a changed one is
   rewritten.
 * Items that ValidatePipeline rejected go to MONGO_QUARANTINE_COLLECTION with
-  the reasons and the source URL.
+  the reasons and the source URL; so does a document MongoDB refuses (over
+  16 MB, a key it cannot store): described (long fields cut, their length
+  said) with MongoDB's reason, while the rest of its batch is written and
+  acked.
 * Each successful flush tells the scheduler (signal ``flush_succeeded``)
   which leases it covered: a page's lease is released only once its items
   are written.
@@ -33,9 +36,11 @@ from collections import defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
 
+import bson
+from bson.errors import InvalidDocument
 from itemadapter import ItemAdapter
 from pymongo import ASCENDING, UpdateOne
-from pymongo.errors import BulkWriteError, PyMongoError
+from pymongo.errors import BulkWriteError
 from scrapy import signals
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from twisted.internet import task, threads
@@ -51,6 +56,8 @@ from crawlhub.pipelines.validate import InvalidItem
 logger = logging.getLogger(__name__)
 
 DUPLICATE_KEY = 11000
+# MongoDB's 16 MiB BSON limit, less room for the update's operators
+MAX_DOCUMENT_BYTES = 16 * 1024 * 1024 - 64 * 1024
 
 
 def content_hash(doc: dict) -> str:
@@ -65,9 +72,10 @@ def key_filter(meta: ItemMeta, doc: dict) -> dict:
 class MongoWriter:
     """The synchronous part: runs in a thread, knows nothing of Scrapy."""
 
-    def __init__(self, db, quarantine: str):
+    def __init__(self, db, quarantine: str, spider: str | None = None):
         self.db = db
         self.quarantine = quarantine
+        self.spider = spider
         self.indexed: set[str] = set()
 
     def ensure_index(self, meta: ItemMeta) -> None:
@@ -84,14 +92,58 @@ class MongoWriter:
         for meta, doc in batch:
             # one write per key in a batch: the last copy wins
             groups[meta.collection][tuple(map(str, key_filter(meta, doc).values()))] = (meta, doc)
+        refused: list[dict] = []
         for collection, by_key in groups.items():
-            self._upsert(collection, list(by_key.values()), counts)
+            items = list(by_key.values())
+            try:
+                refused += self._upsert(collection, items, counts)
+            except InvalidDocument:
+                # a document MongoDB cannot take (over 16 MB, a bad key): set it aside, write the rest
+                good = []
+                for meta, doc in items:
+                    reason = self._unstorable(doc)
+                    if reason:
+                        refused.append(self.refusal(meta, doc, reason))
+                    else:
+                        good.append((meta, doc))
+                if good:
+                    refused += self._upsert(collection, good, counts)
+        quarantined = [*quarantined, *refused]
         if quarantined:
             self.db[self.quarantine].insert_many(quarantined, ordered=False)
             counts["quarantined"] += len(quarantined)
+            counts["refused"] += len(refused)
         return dict(counts)
 
-    def _upsert(self, collection: str, items: list[tuple[ItemMeta, dict]], counts) -> None:
+    @staticmethod
+    def _unstorable(doc: dict) -> str:
+        """Why MongoDB would refuse ``doc`` ('' if it would not)."""
+        try:
+            size = len(bson.encode({**doc, "content_hash": "0" * 40, "first_seen": None, "last_seen": None}))
+        except InvalidDocument as exc:
+            return f"MongoDB cannot store it: {exc}"[:500]
+        if size > MAX_DOCUMENT_BYTES:
+            return f"document of {size} bytes is over MongoDB's limit of {MAX_DOCUMENT_BYTES}"
+        return ""
+
+    def refusal(self, meta: ItemMeta, doc: dict, reason: str) -> dict:
+        """The quarantine record of a document MongoDB refused: the document described, never too large itself."""
+        logger.warning("MongoDB refused a %s item from %s (%s): quarantined in %s",
+                       meta.collection, doc.get("source_url"), reason, self.quarantine)
+        return {
+            "collection": meta.collection,
+            "item": describe(doc),
+            "reasons": [reason],
+            "source_url": doc.get("source_url"),
+            "spider": self.spider,
+            "quarantined_at": datetime.now(timezone.utc),
+        }
+
+    def _upsert(self, collection: str, items: list[tuple[ItemMeta, dict]], counts) -> list[dict]:
+        """Upsert ``items``; returns the quarantine records of the documents MongoDB refused.
+
+        ``counts`` moves only for what was written."""
+        kinds: list[str] = []  # per op: unchanged, updated or inserted
         meta = items[0][0]
         self.ensure_index(meta)
         coll = self.db[collection]
@@ -107,23 +159,48 @@ class MongoWriter:
             old = existing.get(tuple(str(v) for v in flt.values()), None)
             if old == digest:
                 ops.append(UpdateOne(flt, {"$set": {"last_seen": now}}))
-                counts["unchanged"] += 1
+                kinds.append("unchanged")
             else:
                 fields = {**doc, "content_hash": digest, "last_seen": now}
                 ops.append(UpdateOne(flt, {"$set": fields, "$setOnInsert": {"first_seen": now}}, upsert=True))
-                counts["updated" if old else "inserted"] += 1
+                kinds.append("updated" if old else "inserted")
         try:
             coll.bulk_write(ops, ordered=False)
         except BulkWriteError as exc:
+            errors = exc.details.get("writeErrors", [])
             # Another worker inserted the same key between our read and our
             # upsert: the retry matches its document instead of inserting.
-            retry = [ops[e["index"]] for e in exc.details.get("writeErrors", []) if e.get("code") == DUPLICATE_KEY]
-            others = [e for e in exc.details.get("writeErrors", []) if e.get("code") != DUPLICATE_KEY]
-            if others:
-                raise
+            retry = [ops[e["index"]] for e in errors if e.get("code") == DUPLICATE_KEY]
             if retry:
                 coll.bulk_write(retry, ordered=False)
                 counts["race_retried"] += len(retry)
+            # any other error is about that document (too large, failed validation): the rest are written
+            refused = [e for e in errors if e.get("code") != DUPLICATE_KEY]
+        else:
+            refused = []
+        failed = {e["index"] for e in refused}
+        for index, kind in enumerate(kinds):
+            if index not in failed:
+                counts[kind] += 1
+        return [self.refusal(meta, items[e["index"]][1], f"MongoDB refused it: {e.get('errmsg', e)}"[:500])
+                for e in refused]
+
+
+def describe(doc: dict, limit: int = 1000) -> dict:
+    """``doc`` with every long string or list cut to ``limit`` and its full length said
+    (a value BSON cannot hold becomes its repr): small enough to quarantine."""
+    out = {}
+    for name, value in doc.items():
+        try:
+            bson.encode({"v": value})
+        except InvalidDocument:  # what BSON cannot hold is kept as its repr
+            value = repr(value)
+        if isinstance(value, (str, bytes)) and len(value) > limit:
+            value = f"{value[:limit]!s}... ({len(value)} in all)"
+        elif isinstance(value, list) and len(value) > 100:
+            value = [*value[:100], f"... ({len(value)} in all)"]
+        out[name] = value
+    return out
 
 
 class MongoPipeline:
@@ -135,6 +212,8 @@ class MongoPipeline:
         self.close_retries = settings.getint("MONGO_CLOSE_RETRIES", 5)
         self.buffer_max = max(self.batch_size, settings.getint("MONGO_BUFFER_MAX", 1000))
         self.failures = 0
+        self.last_error = ""
+        self.close_timeout = settings.getfloat("MONGO_CLOSE_TIMEOUT", 20.0)
         self.backlog = False
         self.database = settings.get("MONGO_DATABASE")
         self.quarantine_name = settings.get("MONGO_QUARANTINE_COLLECTION")
@@ -153,7 +232,8 @@ class MongoPipeline:
 
     async def open_spider(self):
         self.client = get_mongo(self.crawler.settings)
-        self.writer = MongoWriter(self.client[self.database], self.quarantine_name)
+        self.writer = MongoWriter(self.client[self.database], self.quarantine_name,
+                                  self.crawler.spider.name if self.crawler.spider else None)
         logger.info(
             "Storing items in MongoDB %s, database %r",
             redact_url(services.mongo_uri(self.crawler.settings)), self.database,
@@ -224,9 +304,10 @@ class MongoPipeline:
         started = time.monotonic()
         try:
             counts = await maybe_deferred_to_future(threads.deferToThread(self.writer.write, batch, quarantined))
-        except PyMongoError as exc:
+        except Exception as exc:  # noqa: BLE001 - MongoDB down, or anything else: keep the batch, never die
             self.crawler.signals.send_catch_log(ch_signals.flush_failed, tokens=tokens)
             self.failures += 1
+            self.last_error = f"{type(exc).__name__}: {str(exc)[:300]}"
             self.crawler.stats.inc_value("mongo/write_errors")
             log = logger.error if self.failures == 1 or self.failures % 10 == 0 else logger.debug
             log(
@@ -250,19 +331,31 @@ class MongoPipeline:
         return True
 
     async def close_spider(self):
+        """Flush what is left: MONGO_CLOSE_RETRIES tries within MONGO_CLOSE_TIMEOUT seconds, then unsaved/."""
         if self.timer is not None and self.timer.running:
             self.timer.stop()
+        deadline = time.monotonic() + self.close_timeout
         delay = 1.0
         for attempt in range(1, self.close_retries + 1):
+            self._reconnect(timeout=max(0.5, min(deadline - time.monotonic(), 10.0)))
             if await self.flush():
                 break
-            logger.warning("MongoDB flush at close failed (try %d of %d); retrying in %.0fs", attempt, self.close_retries, delay)
+            left = deadline - time.monotonic()
+            if attempt == self.close_retries or left <= delay:
+                self._save_unsaved()
+                break
+            logger.warning("MongoDB flush at close failed (try %d of %d: %s); retrying in %.0fs",
+                           attempt, self.close_retries, self.last_error, delay)
             await _sleep(delay)
             delay = min(delay * 2, 30)
-        else:
-            self._save_unsaved()
         if self.client is not None:
             self.client.close()
+
+    def _reconnect(self, timeout: float) -> None:
+        if self.client is not None:
+            self.client.close()
+        self.client = get_mongo(self.crawler.settings, server_selection_timeout_ms=int(timeout * 1000))
+        self.writer.db = self.client[self.database]
 
     def _save_unsaved(self) -> None:
         if not self.buffer and not self.quarantined:
@@ -276,8 +369,8 @@ class MongoPipeline:
             for doc in self.quarantined:
                 fh.write(json.dumps({"collection": self.quarantine_name, "doc": doc}, default=str) + "\n")
         logger.critical(
-            "MongoDB unreachable at close: %d items and %d quarantined items written to %s",
-            len(self.buffer), len(self.quarantined), path,
+            "Could not write to MongoDB at close (%s): %d items and %d quarantined items written to %s",
+            self.last_error or "no answer", len(self.buffer), len(self.quarantined), path,
         )
 
 
