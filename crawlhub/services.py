@@ -22,6 +22,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 logger = logging.getLogger(__name__)
 
@@ -118,10 +119,16 @@ def secantus_binary() -> str:
 
 @dataclass
 class Service:
-    """One embedded server: its state lives in <home>/<name>/{port,pid,*.log}."""
+    """One embedded server: its state lives in <home>/<name>/{port,pid,*.log}.
+
+    ``standard_port``: where it listens when that port is free (6379, 27017 for
+    the user-facing paths, so plain ``redis-cli`` works); 0 = any free port
+    (tests and benchmarks).
+    """
 
     name: str
     home: Path
+    standard_port: int = 0
 
     @property
     def dir(self) -> Path:
@@ -156,9 +163,23 @@ class Service:
                 self._start()
         return self.url()
 
+    def _choose_port(self) -> int:
+        if self.standard_port and not port_open(self.standard_port):
+            return self.standard_port
+        if self.port and not port_open(self.port):  # come back on the same port after a stop
+            return self.port
+        port = free_port()
+        if self.standard_port:
+            logger.warning("port %d is taken (another server): the embedded %s listens on 127.0.0.1:%d instead; %s",
+                           self.standard_port, self.name, port, self.hint(port))
+        return port
+
+    def hint(self, port: int) -> str:
+        """How to reach the server on ``port`` by hand."""
+        return f"connect to 127.0.0.1:{port}"
+
     def _start(self) -> None:
-        # come back on the same port after a stop, so clients reconnect
-        port = self.port if self.port and not port_open(self.port) else free_port()
+        port = self._choose_port()
         pid = self._spawn(port)
         (self.dir / "port").write_text(str(port))
         (self.dir / "pid").write_text(str(pid))
@@ -206,8 +227,11 @@ class Service:
 
 
 class EmbeddedRedis(Service):
-    def __init__(self, home: Path):
-        super().__init__("redis", home)
+    def __init__(self, home: Path, standard_port: int = 0):
+        super().__init__("redis", home, standard_port)
+
+    def hint(self, port: int) -> str:
+        return f"seed with: redis-cli -p {port} lpush SPIDER:start_urls URL"
 
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
@@ -248,8 +272,11 @@ class EmbeddedRedis(Service):
 
 
 class EmbeddedMongo(Service):
-    def __init__(self, home: Path):
-        super().__init__("mongo", home)
+    def __init__(self, home: Path, standard_port: int = 0):
+        super().__init__("mongo", home, standard_port)
+
+    def hint(self, port: int) -> str:
+        return f"its URI: mongodb://127.0.0.1:{port}/"
 
     def url(self) -> str:
         return f"mongodb://127.0.0.1:{self.port}/"
@@ -283,16 +310,37 @@ class EmbeddedMongo(Service):
             return False
 
 
-def services(home: Path | str | None = None) -> list[Service]:
+def services(home: Path | str | None = None, settings=None) -> list[Service]:
     home = home_dir(str(home) if home else None)
-    return [EmbeddedRedis(home), EmbeddedMongo(home)]
+    return [EmbeddedRedis(home, _standard_port(settings, "EMBEDDED_REDIS_PORT", 6379)),
+            EmbeddedMongo(home, _standard_port(settings, "EMBEDDED_MONGO_PORT", 27017))]
+
+
+def _standard_port(settings, name: str, default: int) -> int:
+    return settings.getint(name, default) if settings is not None else default
 
 
 def redis_url(settings) -> str:
     """REDIS_URL, or the embedded Redis's URL (started if need be)."""
-    return settings.get("REDIS_URL") or EmbeddedRedis(home_dir(settings.get("CRAWLHUB_HOME"))).ensure()
+    return settings.get("REDIS_URL") or services(settings.get("CRAWLHUB_HOME"), settings)[0].ensure()
 
 
 def mongo_uri(settings) -> str:
     """MONGO_URI, or the embedded MongoDB-wire server's URI (started if need be)."""
-    return settings.get("MONGO_URI") or EmbeddedMongo(home_dir(settings.get("CRAWLHUB_HOME"))).ensure()
+    return settings.get("MONGO_URI") or services(settings.get("CRAWLHUB_HOME"), settings)[1].ensure()
+
+
+def seed_command(url: str, key: str, seed: str = "URL") -> str:
+    """The redis-cli line that pushes ``seed`` to ``key`` on the Redis at ``url`` (password never shown)."""
+    parts = urlsplit(url)
+    args = []
+    if parts.hostname not in (None, "127.0.0.1", "localhost"):
+        args += ["-h", parts.hostname]
+    if parts.port and parts.port != 6379:
+        args += ["-p", str(parts.port)]
+    db = parts.path.strip("/")
+    if db and db != "0":
+        args += ["-n", db]
+    if parts.password:
+        args += ["--askpass"]
+    return " ".join(["redis-cli", *args, "lpush", key, seed])

@@ -36,6 +36,10 @@ MONGO_URI = ""
 MONGO_DATABASE = "crawlhub"
 # Where the embedded servers keep their data; empty = <project>/.crawlhub
 CRAWLHUB_HOME = ""
+# Ports of the embedded servers when free (so plain `redis-cli lpush ...` reaches it);
+# taken: a free port, and the log prints the exact `redis-cli -p PORT ...` line. 0 = any free port.
+EMBEDDED_REDIS_PORT = 6379
+EMBEDDED_MONGO_PORT = 27017
 
 # --- Frontier (scrapy-redis, JSON-serialized, shared by every worker) ------
 SCHEDULER = "crawlhub.frontier.scheduler.RedisScheduler"

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -133,3 +134,21 @@ def all_redis_values(client) -> bytes:
         else:
             raise AssertionError(f"{key!r}: a Redis type this helper does not read: {kind!r}")
     return b"\n".join(out)
+
+
+@contextmanager
+def redis_with_password(password: str):
+    """A throw-away redis-server (found the way crawlhub finds it) that requires ``password``; yields its port."""
+    from crawlhub.services import free_port, port_open, redis_server_binary
+
+    port = free_port()
+    proc = subprocess.Popen([redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--requirepass", password,
+                             "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while not port_open(port) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        yield port
+    finally:
+        proc.kill()
+        proc.wait()

@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 
 from scrapy.settings import Settings
 
 from crawlhub.frontier.leases import Frontier, Keys
-from crawlhub.services import EmbeddedMongo, EmbeddedRedis
+from crawlhub import services
+from crawlhub.services import EmbeddedMongo, EmbeddedRedis, free_port
 from crawlhub.sites import shop_pages
 from tests.harness import ROOT, SCRAPY, run_workers
 from tests.helpers import project_settings
@@ -55,15 +57,21 @@ def test_embedded_servers_are_started_once_and_shared(site, tmp_path):
     """REDIS_URL and MONGO_URI unset: two workers start/reuse one local Redis and MongoDB-wire server."""
     home = tmp_path / "home"
     env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "MONGO_URI")}
-    env.update(CRAWLHUB_HOME=str(home), MAX_IDLE_TIME_BEFORE_CLOSE="2", MONGO_FLUSH_INTERVAL="0.5")
+    # "standard" ports for this test (tests never take 6379/27017): the servers listen there when free
+    redis_port, mongo_port = free_port(), free_port()
+    env.update(CRAWLHUB_HOME=str(home), MAX_IDLE_TIME_BEFORE_CLOSE="2", MONGO_FLUSH_INTERVAL="0.5",
+               EMBEDDED_REDIS_PORT=str(redis_port), EMBEDDED_MONGO_PORT=str(mongo_port))
     shop = site(shop_pages(64, 8), delay=0.05)
     try:
         up = run([*CRAWLHUB, "services", "up"], env)
         assert up.returncode == 0, up.stderr
-        assert "redis  up   redis://127.0.0.1:" in up.stdout
+        assert f"redis  up   redis://127.0.0.1:{redis_port}/0" in up.stdout
+        assert f"mongo  up   mongodb://127.0.0.1:{mongo_port}/" in up.stdout
+        assert f"seed a crawl: redis-cli -p {redis_port} lpush SPIDER:start_urls URL" in up.stdout
         assert run([*CRAWLHUB, "seed", "scrapeme", f"{shop.url}/shop/"], env).returncode == 0
         redis_pid = EmbeddedRedis(home).pid
-        run_workers("scrapeme", env, tmp_path, 2, CONCURRENT_REQUESTS=2)
+        workers = run_workers("scrapeme", env, tmp_path, 2, CONCURRENT_REQUESTS=2)
+        assert f"seed it with: redis-cli -p {redis_port} lpush scrapeme:start_urls URL" in workers[0].log()
         assert EmbeddedRedis(home).pid == redis_pid, "workers reused the running server"
         assert (home / "redis" / "appendonlydir").is_dir(), "AOF is on"
         assert (home / "mongo" / "data").is_dir()
@@ -79,6 +87,30 @@ def test_embedded_servers_are_started_once_and_shared(site, tmp_path):
         down = run([*CRAWLHUB, "services", "down"], env)
     assert "redis  stopped" in down.stdout and "mongo  stopped" in down.stdout
     assert not EmbeddedRedis(home).running() and not EmbeddedMongo(home).running()
+
+
+def test_embedded_redis_takes_the_standard_port_when_free_else_says_where(tmp_path, caplog):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        server = EmbeddedRedis(tmp_path / "a", standard_port=port)
+        try:
+            with caplog.at_level("WARNING", logger="crawlhub.services"):
+                url = server.ensure()
+            assert server.port != port and url == f"redis://127.0.0.1:{server.port}/0"
+            assert f"port {port} is taken" in caplog.text
+            assert f"seed with: redis-cli -p {server.port} lpush SPIDER:start_urls URL" in caplog.text
+        finally:
+            server.stop()
+    free = EmbeddedRedis(tmp_path / "b", standard_port=port)  # the port is free now: it is used
+    try:
+        assert free.ensure() == f"redis://127.0.0.1:{port}/0"
+    finally:
+        free.stop()
+    assert services.seed_command("redis://127.0.0.1:6379/0", "scrapeme:start_urls") == "redis-cli lpush scrapeme:start_urls URL"
+    assert services.seed_command("redis://:pw@10.1.2.3:6380/2", "k", "U") == "redis-cli -h 10.1.2.3 -p 6380 -n 2 --askpass lpush k U"
+    assert services.services(tmp_path)[0].standard_port == 6379 and services.services(tmp_path)[1].standard_port == 27017
 
 
 def test_genspider_template_makes_a_working_spider(tmp_path, env):

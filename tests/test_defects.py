@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import textwrap
 import time
 from collections import Counter
-from contextlib import contextmanager
 
-from crawlhub.services import free_port, port_open, redis_server_binary
 
-from tests.harness import ROOT, SCRAPY, run_workers
+from tests.harness import ROOT, SCRAPY, redis_with_password, run_workers
 
 TEST_SPIDERS = "spiders,tests.sites.spiders"
 
@@ -74,21 +71,6 @@ def test_scrapy_check_runs_contracts_and_shell_stays_off_the_frontier(env, site,
     assert redis_client.keys("*") == [], "check and shell never write to the shared Redis"
 
 
-@contextmanager
-def redis_with_password(password: str):
-    port = free_port()
-    proc = subprocess.Popen([redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--requirepass", password,
-                             "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 10
-        while not port_open(port) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        yield port
-    finally:
-        proc.kill()
-        proc.wait()
-
-
 def test_dead_redis_or_wrong_password_is_one_clear_line(env, tmp_path):
     with redis_with_password("the-right-one") as port:
         cases = (
@@ -104,12 +86,6 @@ def test_dead_redis_or_wrong_password_is_one_clear_line(env, tmp_path):
             assert last.startswith("crawlhub: ") and said in last, done.stderr[-3000:]
             assert "Traceback" not in done.stderr and "s3cretpw" not in done.stderr + done.stdout
             assert time.monotonic() - started < 30, "an authentication error is final at once"
-
-        done = scrapy({**env, "REDIS_URL": url, "REDIS_STARTUP_WAIT": "2"}, "crawl", "scrapeme", timeout=60)
-        assert done.returncode == 2, done.stderr[-3000:]
-        last = done.stderr.strip().splitlines()[-1]
-        assert last.startswith("crawlhub: ") and said in last, done.stderr[-3000:]
-        assert "Traceback" not in done.stderr and "s3cretpw" not in done.stderr + done.stdout
 
 
 def redirect(to: str, status: int = 301):

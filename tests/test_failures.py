@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import json
-import shutil
 import signal
-import subprocess
 import time
 
 import redis
 
 from crawlhub.services import free_port
 from crawlhub.sites import shop_pages
-from tests.harness import all_redis_values, queued, run_workers, start_worker
+from tests.harness import all_redis_values, queued, redis_with_password, run_workers, start_worker
 
 
 def test_redis_down_is_a_clear_error_and_a_failed_exit(env, tmp_path):
@@ -55,21 +53,9 @@ def test_mongodb_down_loses_nothing_and_says_where_items_went(env, site, redis_c
 
 
 def test_redis_password_never_appears_in_logs_records_or_items(env, site, mongo_db, tmp_path):
-    port = free_port()
-    server = subprocess.Popen(
-        [shutil.which("redis-server"), "--port", str(port), "--bind", "127.0.0.1", "--requirepass", "s3cr3t-pw",
-         "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-    )
-    try:
+    with redis_with_password("s3cr3t-pw") as port:
         url = f"redis://:s3cr3t-pw@127.0.0.1:{port}/0"
         client = redis.Redis.from_url(url)
-        for _ in range(50):
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.1)
         shop = site(shop_pages(16, 8))
         client.lpush("scrapeme:start_urls", f"{shop.url}/shop/")
         (worker,) = run_workers("scrapeme", dict(env, REDIS_URL=url, LOG_LEVEL="DEBUG"), tmp_path, 1)
@@ -77,6 +63,3 @@ def test_redis_password_never_appears_in_logs_records_or_items(env, site, mongo_
         assert "s3cr3t-pw" not in worker.log()
         assert b"s3cr3t-pw" not in all_redis_values(client)
         assert "s3cr3t-pw" not in repr(list(mongo_db.products.find()))
-    finally:
-        server.terminate()
-        server.wait()

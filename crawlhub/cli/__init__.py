@@ -98,17 +98,20 @@ def services_group():
 @services_group.command("up")
 def services_up():
     """Start the embedded servers (no-op for those already running)."""
-    home = services.home_dir(_settings().get("CRAWLHUB_HOME"))
-    for service in services.services(home):
+    settings = _settings()
+    home = services.home_dir(settings.get("CRAWLHUB_HOME"))
+    for service in services.services(home, settings):
         url = service.ensure()
         click.echo(f"{service.name:6} up   {url}  (data: {service.dir})")
+    click.echo(f"seed a crawl: {services.seed_command(services.services(home, settings)[0].url(), 'SPIDER:start_urls')}")
 
 
 @services_group.command("down")
 def services_down():
     """Stop the embedded servers; their data stays."""
-    home = services.home_dir(_settings().get("CRAWLHUB_HOME"))
-    for service in services.services(home):
+    settings = _settings()
+    home = services.home_dir(settings.get("CRAWLHUB_HOME"))
+    for service in services.services(home, settings):
         click.echo(f"{service.name:6} {'stopped' if service.stop() else 'was not running'}")
 
 
@@ -117,7 +120,7 @@ def services_status():
     """Show whether the embedded servers run, where, and the URLs in use."""
     settings = _settings()
     home = services.home_dir(settings.get("CRAWLHUB_HOME"))
-    for service in services.services(home):
+    for service in services.services(home, settings):
         s = service.status()
         click.echo(f"{s['service']:6} {'running' if s['running'] else 'stopped':8} {s['url'] or '-'}  (data: {s['data']})")
     click.echo(f"REDIS_URL = {redact_url(settings.get('REDIS_URL')) or '(unset: embedded)'}")

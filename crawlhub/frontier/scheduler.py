@@ -34,7 +34,9 @@ from scrapy.utils.misc import load_object
 from scrapy_redis.scheduler import Scheduler
 from twisted.internet import task
 
+from crawlhub import services
 from crawlhub import signals as ch_signals
+from crawlhub.config import redact_url
 from crawlhub.connection import connect_redis
 from crawlhub.frontier.dupefilter import RedisDupeFilter, make_filter
 from crawlhub.frontier.leases import Frontier, Keys, Tick, domain_of, lease_domain
@@ -150,6 +152,10 @@ class RedisScheduler(Scheduler):
                 timer = task.LoopingCall(func)
                 timer.start(interval, now=False)
                 self.timers.append(timer)
+        url = services.redis_url(settings)
+        seeds_key = getattr(spider, "seeds_key", f"{spider.name}:start_urls")
+        logger.info("Shared frontier on Redis %s%s; seed it with: %s", redact_url(url),
+                    "" if settings.get("REDIS_URL") else " (embedded)", services.seed_command(url, seeds_key))
         counts = self.frontier.counts()
         if counts["queued"] or counts["inflight"] or counts["delayed"]:
             logger.info("Joining a crawl in progress: %(queued)d queued, %(inflight)d in flight, %(delayed)d waiting to retry", counts, extra={"spider": spider})

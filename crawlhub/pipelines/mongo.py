@@ -40,7 +40,7 @@ import bson
 from bson.errors import InvalidDocument
 from itemadapter import ItemAdapter
 from pymongo import ASCENDING, UpdateOne
-from pymongo.errors import BulkWriteError
+from pymongo.errors import BulkWriteError, ConnectionFailure
 from scrapy import signals
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from twisted.internet import task, threads
@@ -213,6 +213,7 @@ class MongoPipeline:
         self.buffer_max = max(self.batch_size, settings.getint("MONGO_BUFFER_MAX", 1000))
         self.failures = 0
         self.last_error = ""
+        self.unreachable = False  # the last failure was MongoDB not answering (not a refused write)
         self.close_timeout = settings.getfloat("MONGO_CLOSE_TIMEOUT", 20.0)
         self.backlog = False
         self.database = settings.get("MONGO_DATABASE")
@@ -308,6 +309,7 @@ class MongoPipeline:
             self.crawler.signals.send_catch_log(ch_signals.flush_failed, tokens=tokens)
             self.failures += 1
             self.last_error = f"{type(exc).__name__}: {str(exc)[:300]}"
+            self.unreachable = isinstance(exc, ConnectionFailure)
             self.crawler.stats.inc_value("mongo/write_errors")
             log = logger.error if self.failures == 1 or self.failures % 10 == 0 else logger.debug
             log(
@@ -369,8 +371,9 @@ class MongoPipeline:
             for doc in self.quarantined:
                 fh.write(json.dumps({"collection": self.quarantine_name, "doc": doc}, default=str) + "\n")
         logger.critical(
-            "Could not write to MongoDB at close (%s): %d items and %d quarantined items written to %s",
-            self.last_error or "no answer", len(self.buffer), len(self.quarantined), path,
+            "%s: %d items and %d quarantined items written to %s",
+            "MongoDB unreachable at close" if self.unreachable else f"MongoDB writes failed at close ({self.last_error})",
+            len(self.buffer), len(self.quarantined), path,
         )
 
 
