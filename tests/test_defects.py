@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import textwrap
 import time
+
+import pymongo
+import redis
 from collections import Counter
 
 
@@ -159,3 +163,42 @@ def test_a_document_mongodb_refuses_is_quarantined_and_the_batch_acked(env, site
     assert big is not None and len(big["title"]) == 1_000_000, worker.log()[-3000:]
     assert mongo_db.quarantine.count_documents({}) == 0
     assert "ITEM_FIELD_MAX_CHARS" in worker.log() and "'items/truncated_fields': 1" in worker.log()
+
+
+def demo(env, *args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "crawlhub.demo", *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_demo_touches_only_what_it_created(env, redis_url, mongo_uri, redis_client, mongo_db, tmp_path):
+    """A user's real crawl (here: this test's Redis database 0 and MongoDB database) survives `make demo`."""
+    mongo_db.products.insert_one({"site": "real.example", "id": "1", "name": "a real product"})
+    redis_client.lpush("scrapeme:start_urls", "https://real.example/")
+    env = {**env, "MONGO_DATABASE": mongo_db.name, "CRAWLHUB_HOME": str(tmp_path / "home")}
+
+    refused = demo(env)
+    assert refused.returncode == 2 and "REDIS_URL and MONGO_URI are set" in refused.stderr, refused.stderr
+    assert "--use-configured-servers" in refused.stderr
+
+    foreign = redis_client.connection_pool.connection_kwargs.copy()
+    db15 = redis.Redis(host=foreign["host"], port=foreign["port"], db=15)
+    db15.flushdb()
+    db15.set("somebody:else", "1")  # Redis database 15 is in use by someone else: refused, untouched
+    refused = demo(env, "--use-configured-servers")
+    assert refused.returncode == 2 and "Redis database 15 holds 1 keys that the demo did not create" in refused.stderr
+    assert db15.get("somebody:else") == b"1"
+    db15.flushdb()
+
+    done = demo(env, "--use-configured-servers", "--products", "48", "--workers", "2", "--delay", "0")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "products stored     48 (the shop has 48)" in done.stdout and "duplicates          0" in done.stdout
+    assert "Seeding: redis-cli" in done.stdout and "-n 15 lpush scrapeme:start_urls" in done.stdout
+    assert "MONGO_DATABASE=crawlhub_demo .venv/bin/crawlhub status scrapeme" in done.stdout
+    again = demo(env, "--use-configured-servers", "--products", "24", "--workers", "1", "--delay", "0")
+    assert again.returncode == 0 and "products stored     24 (the shop has 24)" in again.stdout, again.stdout[-3000:]
+    # the real crawl's data: untouched
+    assert [d["name"] for d in mongo_db.products.find()] == ["a real product"]
+    assert redis_client.lrange("scrapeme:start_urls", 0, -1) == [b"https://real.example/"]
+    assert db15.exists("crawlhub:demo") and db15.llen("scrapeme:start_urls") == 0
+    pymongo.MongoClient(mongo_uri).drop_database("crawlhub_demo")
+    db15.flushdb()
