@@ -24,6 +24,7 @@ class BrowserDownloadHandler(ScrapyPlaywrightDownloadHandler):
         options["args"] = [*CHROMIUM_ARGS, *options.get("args", [])]
         options.setdefault("timeout", settings.getfloat("BROWSER_TIMEOUT") * 1000)
         self.config.launch_options = options
+        self.verify_tls = settings.getbool("TLS_VERIFY")
         aborted = frozenset(settings.getlist("BROWSER_ABORT_RESOURCES"))
 
         def abort(request) -> bool:
@@ -38,6 +39,8 @@ class BrowserDownloadHandler(ScrapyPlaywrightDownloadHandler):
     async def _create_browser_context(self, name, context_kwargs, spider=None):
         # every context (one per proxy) shows Chromium's User-Agent without "Headless"
         kwargs = dict(context_kwargs or {})
+        # certificates: verified only with TLS_VERIFY, as for plain downloads (Scrapy does not verify by default)
+        kwargs.setdefault("ignore_https_errors", not self.verify_tls)
         if "user_agent" not in kwargs:
             await self._maybe_launch_browser()
             kwargs["user_agent"] = browser_user_agent(self.browser.version)

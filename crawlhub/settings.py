@@ -205,6 +205,9 @@ CONCURRENT_REQUESTS = 16
 CONCURRENT_REQUESTS_PER_DOMAIN = 16
 DOWNLOAD_DELAY = 0.0
 DOWNLOAD_TIMEOUT = 30
+# Verify TLS certificates, for plain downloads and browser pages alike. False is Scrapy's own
+# default (an https site with a self-signed or expired certificate is crawled); True refuses such sites.
+TLS_VERIFY = False
 DEPTH_LIMIT = 0
 # Depth limit of the `generic` spider when DEPTH_LIMIT is not set explicitly.
 GENERIC_DEPTH_LIMIT = 3

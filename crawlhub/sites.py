@@ -10,13 +10,16 @@ WordPress pagination (``/shop/page/N/``).
 from __future__ import annotations
 
 import base64
+import functools
 import html
 import http.client
 import random
+import ssl
 import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from urllib.parse import urlsplit
 
 NAMES = (
@@ -37,8 +40,41 @@ class Hit:
     headers: list = field(default_factory=list)  # (name, value) pairs, in the order they came
 
 
-def serve(answer, port: int = 0) -> ThreadingHTTPServer:
-    """A threaded HTTP/1.1 server on 127.0.0.1 calling ``answer(handler)`` for each GET, serving from a thread."""
+@functools.lru_cache(maxsize=1)
+def self_signed_cert() -> tuple[str, str]:
+    """(cert file, key file) of a self-signed certificate for 127.0.0.1 and localhost, made once per process."""
+    import datetime
+    import ipaddress
+    import tempfile
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "crawlhub local site")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1)).not_valid_after(now + datetime.timedelta(days=30))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"),
+                                                    x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    folder = Path(tempfile.mkdtemp(prefix="crawlhub-tls-"))
+    (folder / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (folder / "key.pem").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                       serialization.NoEncryption()))
+    return str(folder / "cert.pem"), str(folder / "key.pem")
+
+
+def serve(answer, port: int = 0, tls: bool = False) -> ThreadingHTTPServer:
+    """A threaded HTTP/1.1 server on 127.0.0.1 calling ``answer(handler)`` for each GET, serving from a thread.
+
+    ``tls``: HTTPS with a self-signed certificate (:func:`self_signed_cert`).
+    """
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -50,6 +86,10 @@ def serve(answer, port: int = 0) -> ThreadingHTTPServer:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    if tls:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(*self_signed_cert())
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
@@ -70,6 +110,7 @@ class LocalSite:
     delay: float | tuple[float, float] = 0.0
     handler: object = None
     hits: list[Hit] = field(default_factory=list)
+    tls: bool = False  # serve HTTPS with a self-signed certificate
 
     def __post_init__(self):
         self._lock = threading.Lock()
@@ -85,7 +126,7 @@ class LocalSite:
 
     # -- serving ----------------------------------------------------------
     def start(self, port: int = 0) -> "LocalSite":
-        self._server = serve(self._answer, port)
+        self._server = serve(self._answer, port, self.tls)
         return self
 
     def stop(self) -> None:
@@ -107,7 +148,7 @@ class LocalSite:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
 
     def _answer(self, request: BaseHTTPRequestHandler) -> None:
         arrived = time.time()

@@ -36,6 +36,8 @@ from crawlhub.connection import get_redis
 from crawlhub.seeds import BadSeed, parse_seed
 
 SEED_HOST = "crawlhub_seed_host"
+# Scrapy's certificate-verifying TLS context (Twisted's recommended one for web clients)
+VERIFYING_CONTEXT_FACTORY = "scrapy.core.downloader.contextfactory.BrowserLikeContextFactory"
 
 
 def worker_id() -> str:
@@ -56,6 +58,8 @@ class CrawlhubSpider(Spider):
     @classmethod
     def update_settings(cls, settings):
         super().update_settings(settings)
+        if settings.getbool("TLS_VERIFY"):  # plain downloads verify certificates too (the browser: browser_handler)
+            settings.set("DOWNLOADER_CLIENTCONTEXTFACTORY", VERIFYING_CONTEXT_FACTORY, priority="spider")
         if cls.use_browser or cls.browser_needs or settings.getbool("BROWSER_ENABLED"):
             from crawlhub.browser import browser_settings
 

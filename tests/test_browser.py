@@ -7,6 +7,7 @@ logs tell which pages a browser rendered: every JavaScript page loads
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
 from collections import Counter
@@ -101,3 +102,40 @@ def test_page_that_never_loads_times_out_retries_then_dead_letters(env, site, re
     assert letter["error"].startswith("browser timeout"), letter["error"]
     assert letter["attempts"] == 2
     assert redis_client.zcard("quotes_js:inflight") == 0
+
+
+def test_browser_spiders_obey_robots_txt_fetched_over_plain_http(env, site, redis_client, mongo_db, tmp_path):
+    robots = (200, "text/plain", "User-agent: *\nDisallow: /js/page/2/\n", {})
+    shop = site({**quote_pages_js(3, 4), "/robots.txt": robots}, handler=render_handler)
+    redis_client.lpush("quotes_js:start_urls", f"{shop.url}/js/")
+    (worker,) = run_workers("quotes_js", env, tmp_path, 1, timeout=180)
+    assert rendered(shop) == ["/js/"], "page 2 is disallowed (and page 3 is only linked from it)"
+    assert "/js/page/2/" not in [h.path for h in shop.hits]
+    assert "robots.txt of " in worker.log() and "bytes of rules" in worker.log()
+    assert redis_client.hget("quotes_js:stats", f"robots_disallowed:{domain_of(shop.url)}") == b"1"
+    assert mongo_db.quotes.count_documents({}) == 4
+
+
+def test_https_with_a_certificate_that_does_not_verify(env, site, redis_client, mongo_db, tmp_path):
+    """Plain pages and browser pages agree: crawled by default (Scrapy's own default), both refused with TLS_VERIFY."""
+    shop = site({**quote_pages(2, 4), **quote_pages_js(2, 4)}, handler=render_handler, tls=True)
+    assert shop.url.startswith("https://")
+    redis_client.lpush("quotes_js:start_urls", f"{shop.url}/js/")
+    redis_client.lpush("quotes:start_urls", f"{shop.url}/")
+    run_workers("quotes_js", env, tmp_path / "a", 1, timeout=180)
+    run_workers("quotes", dict(env, MONGO_DATABASE=mongo_db.name + "_plain"), tmp_path / "b", 1)
+    assert sorted(rendered(shop)) == ["/js/", "/js/page/2/"] and mongo_db.quotes.count_documents({}) == 8
+    assert mongo_db.client[mongo_db.name + "_plain"].quotes.count_documents({}) == 8
+    mongo_db.client.drop_database(mongo_db.name + "_plain")
+
+    redis_client.flushdb()
+    shop.hits.clear()
+    redis_client.lpush("quotes_js:start_urls", f"{shop.url}/js/")
+    redis_client.lpush("quotes:start_urls", f"{shop.url}/")
+    strict = dict(TLS_VERIFY=True, ROBOTSTXT_OBEY=False, RETRY_TIMES=0)
+    run_workers("quotes_js", env, tmp_path / "c", 1, timeout=180, **strict)
+    run_workers("quotes", env, tmp_path / "d", 1, timeout=180, **strict)
+    assert shop.hits == [], "no request got through the TLS handshake"
+    for spider in ("quotes_js", "quotes"):
+        (letter,) = [json.loads(r) for r in redis_client.lrange(f"{spider}:dlq", 0, -1)]
+        assert "certificate" in letter["error"].lower() or "CERT" in letter["error"], letter["error"]

@@ -9,6 +9,8 @@ worker may disagree about a page. Here:
   of the request that needed it; that request then takes the next one) and stores the outcome in ``crawlhub:robots:<origin>``
   for ROBOTSTXT_TTL seconds; the other workers wait for it and read it
   there. Each worker also keeps the parsed file in memory until it expires;
+* robots.txt is always fetched over plain HTTP, also for spiders that render
+  their pages in the browser (Chromium would show the file as an HTML page);
 * the rules are Google's: 2xx = the rules (parsed with Protego, Scrapy's
   parser; the file is cut at ROBOTSTXT_MAX_BYTES); 4xx other than 429 =
   allow all; 5xx, 429, a timeout or a connection error = disallow all for
@@ -198,7 +200,9 @@ class SharedRobotsMiddleware(FrontierMiddleware):
         robots_request = Request(
             url, priority=1000, callback=NO_CALLBACK,
             # fetched for a leased request: it goes out in that request's slot
+            # always plain HTTP: Chromium would wrap the file in HTML and the rules would not parse
             meta={"dont_obey_robotstxt": True, "dont_retry": True, "download_timeout": self.timeout,
+                  "browser": False, "playwright": False,
                   SLOT_TAKEN: bool(for_request.meta.get(LEASE))},
         )
         stats = self.crawler.stats
