@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 STAMP := $(VENV)/.installed
 
-.PHONY: help setup sysdeps venv demo test services-up services-down services-status clean
+.PHONY: help setup sysdeps venv browser demo test services-up services-down services-status clean
 
 help:
 	@echo "make demo    install what is missing, run $(WORKERS) workers on a local demo shop, print what was stored"
@@ -25,7 +25,7 @@ sysdeps:
 	  echo ">> installing chromium (apt) for the browser spiders"; \
 	  if command -v apt-get >/dev/null 2>&1; then \
 	    $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null \
-	      || echo "!! apt-get could not install chromium; browser tests will be skipped"; \
+	      || echo "!! apt-get could not install chromium (Ubuntu ships it as a snap only): trying Playwright's own next"; \
 	  fi; \
 	fi
 	@if ! command -v redis-server >/dev/null 2>&1; then \
@@ -53,7 +53,19 @@ $(STAMP): requirements.txt pyproject.toml
 demo: setup
 	$(PY) -m crawlhub.demo --workers $(WORKERS)
 
-test: setup
+# The browser tests need a Chromium: Debian's (sysdeps), else Playwright's own build. Without
+# one, `make test` stops here with the cause, unless CRAWLHUB_SKIP_BROWSER_TESTS=1 says to skip them.
+browser: venv
+	@if ! $(PY) -c "from scrapy.settings import Settings; from crawlhub.browser import chromium_path; chromium_path(Settings())" 2>/dev/null; then \
+	  if [ "$$CRAWLHUB_SKIP_BROWSER_TESTS" = 1 ]; then echo "!! no Chromium: the browser tests are skipped (CRAWLHUB_SKIP_BROWSER_TESTS=1)"; \
+	  else echo ">> no chromium package: installing Playwright's Chromium"; \
+	    $(PY) -m playwright install --with-deps chromium || { \
+	      echo "!! no Chromium could be installed (apt-get install chromium and playwright install chromium both failed):"; \
+	      echo "!! the browser tests cannot run. Install one, set CHROMIUM_PATH, or run with CRAWLHUB_SKIP_BROWSER_TESTS=1."; \
+	      exit 1; }; fi; \
+	fi
+
+test: setup browser
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 services-up: setup

@@ -21,8 +21,10 @@ docs/browser.md explains when the browser is used and its settings.
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import time
+from pathlib import Path
 
 import redis
 from scrapy.exceptions import IgnoreRequest, NotConfigured
@@ -47,6 +49,7 @@ CHROMIUM_ARGS = [
 
 
 def chromium_path(settings) -> str:
+    """CHROMIUM_PATH, else a Chromium on PATH (Debian's), else one that `playwright install chromium` put in its cache."""
     configured = settings.get("CHROMIUM_PATH")
     if configured:
         return configured
@@ -54,9 +57,12 @@ def chromium_path(settings) -> str:
         found = shutil.which(name)
         if found:
             return found
+    cache = Path(os.environ.get("PLAYWRIGHT_BROWSERS_PATH") or Path.home() / ".cache" / "ms-playwright")
+    for found in sorted(cache.glob("chromium-*/chrome-linux*/chrome"), reverse=True):
+        return str(found)
     raise NotConfigured(
-        "no Chromium found: install Debian's chromium (`apt-get install chromium`, `make test` does it) "
-        "or set CHROMIUM_PATH; `playwright install` is not needed"
+        "no Chromium found: install Debian's chromium (`apt-get install chromium`, `make test` does it; where "
+        "there is no such package, `playwright install chromium`) or set CHROMIUM_PATH"
     )
 
 

@@ -6,11 +6,15 @@ its own MongoDB database."""
 from __future__ import annotations
 
 import itertools
+import os
 
 import pymongo
 import pytest
 import redis
+from scrapy.exceptions import NotConfigured
+from scrapy.settings import Settings
 
+from crawlhub.browser import chromium_path
 from crawlhub.services import EmbeddedMongo, EmbeddedRedis
 from crawlhub.sites import LocalSite
 from tests import harness
@@ -87,6 +91,18 @@ def site():
     yield make
     for s in started:
         s.stop()
+
+
+@pytest.fixture
+def chromium():
+    """The Chromium the browser spiders will launch. Missing, the test fails (CI must not pass with the
+    browser untested) unless CRAWLHUB_SKIP_BROWSER_TESTS=1 says to skip the browser tests on purpose."""
+    try:
+        return chromium_path(Settings())
+    except NotConfigured as exc:
+        if os.environ.get("CRAWLHUB_SKIP_BROWSER_TESTS") == "1":
+            pytest.skip(f"CRAWLHUB_SKIP_BROWSER_TESTS=1: {exc}")
+        pytest.fail(f"the browser tests cannot run: {exc}. Set CRAWLHUB_SKIP_BROWSER_TESTS=1 to skip them on purpose")
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,6 @@ came through (the proxies add ``Via``).
 from __future__ import annotations
 
 import json
-import shutil
 from collections import Counter
 
 import pytest
@@ -176,8 +175,7 @@ def test_no_healthy_proxy_waits_then_dead_letters(env, site, redis_client, tmp_p
     assert "Retrying" in log and "no healthy proxy" in log and SECRET not in log
 
 
-@pytest.mark.skipif(not (shutil.which("chromium") or shutil.which("chromium-browser")),
-                    reason="Debian's chromium is not installed (make test installs it)")
+@pytest.mark.usefixtures("chromium")
 def test_browser_pages_go_through_the_proxy_with_a_chromium_profile(env, site, redis_client, mongo_db, proxies, tmp_path):
     shop = site({**quote_pages(2, 4), **quote_pages_js(2, 4)}, handler=render_handler)
     good, forbid = proxies("bgood"), proxies("bforbid", "forbid")
