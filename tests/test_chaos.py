@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import random
+import signal
 import time
 from collections import Counter
 
@@ -34,7 +36,11 @@ def crawl_until(env, site, seed_client, tmp_path, fetched: int):
     shop = site(pages, delay=0.15)
     seed_client.lpush("scrapeme:start_urls", f"{shop.url}/shop/")
     workers = [start_worker("scrapeme", env, tmp_path, f"w{i}", CONCURRENT_REQUESTS=2, **LEASES) for i in range(2)]
+    deadline = time.monotonic() + 60
     while len(shop.fetched("/shop")) < fetched:
+        assert time.monotonic() < deadline, (
+            f"only {len(shop.fetched('/shop'))} of {fetched} pages fetched in 60 s; exit codes "
+            f"{[w.proc.poll() for w in workers]}; last log lines:\n" + "\n".join(w.log()[-1500:] for w in workers))
         time.sleep(0.1)
     return shop, pages, workers
 
@@ -88,6 +94,46 @@ def test_mongodb_stopped_for_10s_mid_crawl(env, site, redis_client, tmp_path):
         client.close()
     finally:
         mongo.stop()
+
+
+def redis_outage(site, mongo_uri, mongo_db, tmp_path, stop, down: float, **settings):
+    """Crawl with 2 workers on our own Redis, stop it with ``stop(server)`` mid-crawl for ``down`` seconds,
+    start it again from its AOF on the same port; return the workers, after checking nothing was lost."""
+    import redis
+
+    server = EmbeddedRedis(tmp_path / "own-redis")
+    server.ensure()
+    try:
+        env = crawl_env(server.url(), mongo_uri, mongo_db.name, tmp_path / "home", **settings)
+        client = redis.Redis.from_url(server.url())
+        shop, pages, workers = crawl_until(env, site, client, tmp_path, 15)
+        stop(server)
+        time.sleep(down)
+        server.ensure()  # same port, same AOF
+        wait_all(workers, 180)
+        fetched = assert_complete(shop, pages, mongo_db.products, 480, client)
+        assert seen(client, "scrapeme") == len(pages)
+        return workers, fetched, client.hget("scrapeme:stats", "reclaimed")
+    finally:
+        server.stop()
+
+
+def sigkill(server):
+    os.kill(server.pid, signal.SIGKILL)  # no goodbye: what Redis acknowledged is in its AOF (written before replies)
+
+
+def test_redis_killed_with_sigkill_and_restarted_from_its_aof(site, mongo_uri, mongo_db, tmp_path):
+    redis_outage(site, mongo_uri, mongo_db, tmp_path, sigkill, 2)
+
+
+def test_redis_down_longer_than_the_clients_retry_budget(site, mongo_uri, mongo_db, tmp_path):
+    """REDIS_RETRIES=2 (a budget well under a second) and 6 s down: the calls fail, the workers hold
+    their enqueues and acks and send them when Redis is back."""
+    workers, fetched, reclaimed = redis_outage(site, mongo_uri, mongo_db, tmp_path, sigkill, 6, REDIS_RETRIES=2)
+    logs = "".join(w.log() for w in workers)
+    assert "held until it is back" in logs, "the held-writes path was not reached"
+    # down twice LEASE_TTL (3 s): the live workers renew before anyone reclaims their leases
+    assert reclaimed is None and max(fetched.values()) == 1, (reclaimed, [p for p, n in fetched.items() if n > 1])
 
 
 def test_redis_restarted_mid_crawl(site, mongo_uri, mongo_db, tmp_path):

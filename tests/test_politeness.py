@@ -11,7 +11,7 @@ from collections import Counter
 
 from crawlhub.frontier.leases import domain_of
 from crawlhub.sites import shop_pages
-from tests.harness import cli, run_workers
+from tests.harness import cli, run_workers, worker_records
 
 ROBOTS_PATH = "/robots.txt"
 
@@ -177,3 +177,5 @@ def test_concurrency_limit_across_three_workers(env, site, redis_client, tmp_pat
 
     assert len(set(shop.fetched("/shop"))) == 20
     assert shop.max_active == 2, f"the site saw {shop.max_active} requests at once"
+    busy = [r for r in worker_records(redis_client, "scrapeme") if r["pages"] > 0]
+    assert len(busy) >= 2, "the slots are shared by the workers, not held by one"

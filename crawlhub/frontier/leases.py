@@ -186,7 +186,10 @@ TICK = _NOW + _HELPERS + _POLICY + """
 --    enq: [[dupefilter spec, payload, priority, force, ended lease id, domain], ...],
 --    fin: [[domain, lease id, outcome, retry-after], ...],
 --    ack: [lease id, ...],
---    n, ttl, worker, default_budget, conf (politeness), scan, factor_max, recovery}
+--    n, ttl, worker, default_budget, conf (politeness), scan, factor_max, recovery,
+--    workers (live workers of the spider), held ({domain: slots this worker holds})}
+-- With several workers, one worker takes at most ceil(concurrency / workers) of a
+-- domain's slots, so that the slots are shared by the workers, not held by one.
 -- In this order: enqueue (so a page's links are queued before its lease
 -- ends), finish, ack, then lease n requests.
 -- Returns {'ok' | 'budget' | 'paused', wait ('' = nothing queued or delayed), added, acked, id, payload, ...}
@@ -253,14 +256,23 @@ if n > 0 then
     else
       local ak = p.sk .. ':active'
       local k, room = n - granted, nil
+      local share = nil  -- this worker's fair share of the domain's slots, less what it holds
       if p.conc > 0 then
         redis.call('ZREMRANGEBYSCORE', ak, '-inf', now)
         room = p.conc - redis.call('ZCARD', ak)
         k = math.min(k, room)
+        local workers = tonumber(a.workers) or 1
+        if workers > 1 then
+          share = math.ceil(p.conc / workers) - (tonumber((a.held or {})[d]) or 0)
+        end
       end
       -- at its concurrency cap, a domain waits: a finishing download moves it forward
       local recheck = now + (tonumber(conf['recheck']) or 1)
-      if k <= 0 then
+      local full_share = share ~= nil and share <= 0
+      if share ~= nil and share > 0 then k = math.min(k, share) end
+      if full_share and k > 0 then
+        -- this worker holds its share: the free slots stay for the others, the schedule as it is
+      elseif k <= 0 then
         redis.call('ZADD', ctx.schedule, recheck, d)
       else
         local c, t = 0, p.tat
@@ -487,17 +499,20 @@ class Frontier:
 
     # -- the one call a worker makes per round -------------------------------------------------
     def tick(self, enqueues=(), finishes=(), acks=(), n: int = 0, worker: str = "", ttl: float = 60.0,
-             budget: int = 0) -> Tick:
+             budget: int = 0, workers: int = 1, held: dict[str, int] | None = None) -> Tick:
         """Enqueue, report finished downloads, ack, and take up to ``n`` requests, in one round trip.
 
         enqueues: (fingerprint, payload, priority, force, ended lease id, domain) tuples;
-        finishes: (domain, lease id, outcome, retry-after) tuples.
+        finishes: (domain, lease id, outcome, retry-after) tuples; workers: live workers of
+        the spider; held: leases this worker holds per domain (its fair share of each domain's slots).
         """
         enq = [[self.dupefilter.spec(fp), _text(payload), int(priority), bool(force), ends, domain]
                for fp, payload, priority, force, ends, domain in enqueues]
         args = {"ctx": self.ctx, "enq": enq, "fin": [list(f) for f in finishes], "ack": list(acks), "n": n,
                 "ttl": ttl, "worker": worker, "default_budget": budget, "conf": self.politeness or {"rate": 0},
                 "scan": self.scan, "factor_max": self.factor_max, "recovery": self.recovery}
+        if workers > 1:
+            args["workers"], args["held"] = workers, held or {}
         out = self._tick(args=[json.dumps(args, separators=(",", ":"), ensure_ascii=False)])
         taken = [(_text(out[i]), out[i + 1]) for i in range(4, len(out), 2)]
         return Tick(taken, float(out[1]) if out[1] else None, int(out[2]), int(out[3]), out[0] == b"budget",

@@ -26,7 +26,7 @@ import json
 import logging
 import random
 import time
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass
 
 import redis
@@ -37,6 +37,7 @@ from twisted.internet import task
 from crawlhub import services
 from crawlhub import signals as ch_signals
 from crawlhub.config import redact_url
+from crawlhub.extensions import workers_key
 from crawlhub.connection import connect_redis
 from crawlhub.frontier.dupefilter import RedisDupeFilter, make_filter
 from crawlhub.frontier.leases import Frontier, Keys, Tick, domain_of, lease_domain
@@ -58,6 +59,7 @@ class Lease:
     payload: bytes
     priority: int
     outstanding: int = 0  # items yielded and not yet through the pipelines
+    downloading: bool = True  # holds one of its domain's concurrency slots
     output_done: bool = False
     error: str | None = None
 
@@ -110,7 +112,10 @@ class RedisScheduler(Scheduler):
         self._starved = False
         self._not_before = 0.0  # monotonic time before which no domain can be ready
         self._wakeup = None
-        self._last_renew = self._last_reclaim = 0.0
+        self._last_renew = self._last_reclaim = self._last_count = 0.0
+        self._redis_down = False
+        self._redis_back_at = 0.0  # monotonic time Redis answered again after an outage
+        self.live_workers = 1  # of this spider, counted every few seconds (fair shares of domain slots)
         sig = crawler.signals
         sig.connect(self._store_opened, signal=ch_signals.store_opened)
         sig.connect(self._flush_started, signal=ch_signals.flush_started)
@@ -216,11 +221,15 @@ class RedisScheduler(Scheduler):
             return None
         self.pending_enq, self.pending_fin, self.pending_ack = [], [], []
         try:
-            result = self.frontier.tick(enq, fin, ack, n, self.worker, self.lease_ttl, self.budget)
+            result = self.frontier.tick(enq, fin, ack, n, self.worker, self.lease_ttl, self.budget,
+                                        self.live_workers, self._held() if n and self.live_workers > 1 else None)
         except redis.RedisError as exc:
             logger.warning("Redis unavailable (%s): %d enqueues and %d acks held until it is back", exc, len(enq), len(ack))
             self.pending_enq[:0], self.pending_fin[:0], self.pending_ack[:0] = enq, fin, ack
+            self._redis_down = True
             return None
+        if self._redis_down:  # back: renew at once, and reclaim nobody's leases for a LEASE_TTL
+            self._redis_down, self._redis_back_at, self._last_renew = False, time.monotonic(), 0.0
         if enq:
             self.stats.inc_value("scheduler/enqueued/redis", result.added)
             if len(enq) > result.added:
@@ -228,6 +237,24 @@ class RedisScheduler(Scheduler):
         if ack:
             self.stats.inc_value("leases/acked", len(ack))
         return result
+
+    def _held(self) -> dict[str, int]:
+        """Domain slots this worker holds (leases still downloading), for its fair share of each domain."""
+        return dict(Counter(lease_domain(lease.id) for lease in self.leases.values() if lease.downloading))
+
+    def _count_live_workers(self) -> None:
+        """Live workers of this spider (heartbeats), so that a domain's slots are shared among them."""
+        now = time.time()
+        heartbeat = self.crawler.settings.getfloat("WORKER_HEARTBEAT_INTERVAL") or 5.0
+        dead_after = self.crawler.settings.getfloat("WORKER_DEAD_AFTER") or 3 * heartbeat
+        alive = 0
+        for raw in self.server.hvals(workers_key(self.spider.name)):
+            try:
+                record = json.loads(raw)
+            except ValueError:
+                continue
+            alive += record.get("state") == "running" and now - record.get("last_beat", 0) <= dead_after
+        self.live_workers = max(1, alive)
 
     def _derived_from(self, request) -> str:
         """The lease a redirect ends ('' if none); strips lease meta copied into children."""
@@ -308,6 +335,8 @@ class RedisScheduler(Scheduler):
         frontier; a slow-down (429/503) is sent at once, so every worker slows down now."""
         lease_id = request.meta.get(LEASE) or ""
         domain = lease_domain(lease_id) or domain_of(request.url)
+        if lease_id in self.leases:
+            self.leases[lease_id].downloading = False
         outcome = self.politeness.outcome(status)
         if outcome != "slow":
             if lease_id or outcome:
@@ -534,17 +563,29 @@ class RedisScheduler(Scheduler):
                 if lost:
                     self.stats.inc_value("leases/lost", len(lost))
                     logger.warning("%d leases expired before this worker renewed them (they may be crawled twice)", len(lost))
+            if now - self._last_count >= 2.0:
+                self._last_count = now
+                self._count_live_workers()
             if now - self._last_reclaim >= self.crawler.settings.getfloat("LEASE_RECLAIM_INTERVAL"):
                 self._last_reclaim = now
                 self.reclaim()
         except redis.RedisError as exc:
+            self._redis_down = True
             logger.warning("Lease maintenance skipped: Redis unavailable (%s)", exc)
         except Exception:  # noqa: BLE001 - a timer must not die
             logger.exception("Lease maintenance failed")
 
     def reclaim(self) -> int:
-        """Put expired leases (their worker died) back in the queue, counting an attempt."""
+        """Put expired leases (their worker died) back in the queue, counting an attempt.
+
+        Not while Redis has been up, or reachable from this worker, for less than LEASE_TTL:
+        after an outage every live worker's leases look expired until it has renewed them.
+        """
         k = self.keys
+        if time.monotonic() - self._redis_back_at < self.lease_ttl:
+            return 0
+        if int(self.server.info("server").get("uptime_in_seconds", 0)) < self.lease_ttl:
+            return 0
         if not self.server.set(k.reclaim_lock, self.worker, nx=True, px=int(self.lease_ttl * 1000)):
             return 0
         reclaimed = 0
