@@ -179,3 +179,19 @@ def test_concurrency_limit_across_three_workers(env, site, redis_client, tmp_pat
     assert shop.max_active == 2, f"the site saw {shop.max_active} requests at once"
     busy = [r for r in worker_records(redis_client, "scrapeme") if r["pages"] > 0]
     assert len(busy) >= 2, "the slots are shared by the workers, not held by one"
+
+
+def test_redirects_do_not_stall_a_worker(env, site, redis_client, tmp_path):
+    """Every link answers 308 (like quotes.toscrape.com's author pages): one worker keeps the domain's
+    pace, with no wait for Scrapy's 5-second heartbeat between a redirect and its target."""
+    pages = {"/": "<html>" + "".join(f'<a href="/a/{i}">{i}</a>' for i in range(30)) + "</html>"}
+    for i in range(30):
+        pages[f"/a/{i}"] = (308, "text/html", "", {"Location": f"/a/{i}/"})
+        pages[f"/a/{i}/"] = f"<html><title>{i}</title></html>"
+    shop = site(pages)
+    redis_client.lpush("generic:start_urls", f"{shop.url}/")
+    run_workers("generic", {**env, "DOMAIN_RATE": "4/s", "DOMAIN_CONCURRENCY": "8"}, tmp_path, 1)
+    times = sorted(h.arrived for h in shop.hits if h.path != ROBOTS_PATH)
+    assert len(times) == 61
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    assert max(gaps) < 1.5, f"stalls: {[round(g, 2) for g in gaps if g >= 1.5]} (the pace is 0.25 s)"

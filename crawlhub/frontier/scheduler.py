@@ -278,9 +278,12 @@ class RedisScheduler(Scheduler):
             return self.local.popleft()
         if self.prefetched:
             return self.prefetched.popleft()
-        if self.budget_exhausted or self.store_full or time.monotonic() < self._not_before:
+        early = self._not_before - time.monotonic()
+        if self.budget_exhausted or self.store_full or early > 0:
             if self.pending_enq or self.pending_fin or self.pending_ack:
                 self.flush()
+            if early > 0:  # asked before a domain can be ready (or a timer fired a hair early): ask again then
+                self._wake_in(early)
             return None
         result = self.flush(self._room())
         if result is None:
@@ -547,10 +550,18 @@ class RedisScheduler(Scheduler):
             return
         wait = min(wait, self.poll_interval or 1.0)
         self._not_before = time.monotonic() + wait
+        self._wake_in(wait)
+
+    def _wake_in(self, seconds: float) -> None:
+        """Wake the engine in ``seconds`` (unless a wake-up is already due).
+
+        Without this, the engine would ask again only on its 5-second heartbeat.
+        """
         if self._wakeup is None or not self._wakeup.active():
             from twisted.internet import reactor
 
-            self._wakeup = reactor.callLater(max(wait, 0.005), self._wake)
+            # a hair later than asked: a timer that fires early would find nothing ready yet
+            self._wakeup = reactor.callLater(max(seconds, 0.0) + 0.002, self._wake)
 
     def _maintain(self) -> None:
         """Renew this worker's leases; reclaim dead workers' expired leases; retry held writes."""
