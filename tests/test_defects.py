@@ -202,3 +202,13 @@ def test_demo_touches_only_what_it_created(env, redis_url, mongo_uri, redis_clie
     assert db15.exists("crawlhub:demo") and db15.llen("scrapeme:start_urls") == 0
     pymongo.MongoClient(mongo_uri).drop_database("crawlhub_demo")
     db15.flushdb()
+
+
+def test_a_worker_with_other_dupefilter_settings_is_refused_at_start(env, site, redis_client, tmp_path):
+    shop = site({"/": html("home")})
+    redis_client.lpush("generic:start_urls", f"{shop.url}/")
+    run_workers("generic", env, tmp_path, 1)
+    other = scrapy({**env, "DUPEFILTER_BUCKETS": "64"}, "crawl", "generic")
+    assert other.returncode == 2, other.stderr[-3000:]
+    last = other.stderr.strip().splitlines()[-1]
+    assert last.startswith("crawlhub: the duplicate filter generic:dupefilter was made with") and "64" in last

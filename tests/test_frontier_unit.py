@@ -93,3 +93,48 @@ def test_bad_dupefilter_settings():
         make_filter(None, Settings(project_settings(DUPEFILTER_MODE="fuzzy")), "df")
     with pytest.raises(ValueError, match="bits"):
         BloomFilter("df", 10**10, 0.0001)
+
+
+def test_workers_with_other_dupefilter_settings_are_refused(redis_client):
+    from crawlhub.frontier.dupefilter import FilterMismatch
+
+    make_filter(redis_client, Settings(project_settings()), "sp:dupefilter")
+    make_filter(redis_client, Settings(project_settings()), "sp:dupefilter")  # the same settings: fine
+    for other in ({"DUPEFILTER_BUCKETS": 1024}, {"DUPEFILTER_MODE": "bloom"}):
+        with pytest.raises(FilterMismatch, match='made with {"buckets": 4096, "mode": "exact"}'):
+            make_filter(redis_client, Settings(project_settings(**other)), "sp:dupefilter")
+
+
+def test_redisbloom_detection_turns_only_a_refusal_into_no_module(redis_url):
+    import redis
+
+    from crawlhub.frontier.dupefilter import has_redisbloom
+
+    assert has_redisbloom(redis.Redis.from_url(redis_url)) is False  # Debian's redis-server has no module
+    with pytest.raises(redis.ConnectionError):  # a server that is down is not a server without the module
+        has_redisbloom(redis.Redis(port=1, socket_connect_timeout=0.5))
+
+
+def test_stats_counters_are_held_while_redis_is_down(redis_client):
+    """Retries, permanent failures, robots refusals, reclaims: counted while Redis is down, sent when it is back."""
+    from collections import Counter
+
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    from crawlhub.frontier.scheduler import RedisScheduler
+    from crawlhub.services import free_port
+
+    scheduler = RedisScheduler.__new__(RedisScheduler)  # only the counting part
+    scheduler.pending_counts, scheduler.keys = Counter(), Keys.for_spider(Settings(project_settings()), "sp")
+    scheduler.server = redis.Redis(port=free_port(), socket_connect_timeout=0.2, retry=Retry(NoBackoff(), 0))
+    scheduler.count("retries")
+    scheduler.count("permanent_failures:x.example", 2)
+    with pytest.raises(redis.ConnectionError):
+        scheduler._send_counts()
+    scheduler.server = redis_client  # Redis is back
+    scheduler.count("retries")
+    scheduler._send_counts()
+    assert redis_client.hgetall("sp:stats") == {b"retries": b"2", b"permanent_failures:x.example": b"2"}
+    assert not scheduler.pending_counts

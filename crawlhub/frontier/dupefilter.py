@@ -29,8 +29,10 @@ clears the filter: other workers are still using it.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 
+import redis
 from scrapy_redis.dupefilter import RFPDupeFilter
 
 MAX_BITMAP_BITS = 2**32  # Redis strings stop at 512 MB
@@ -94,25 +96,55 @@ class RedisBloomFilter:
 
 
 def has_redisbloom(server) -> bool:
+    """Whether the server has the RedisBloom module. A server that refuses MODULE LIST (an ACL, a
+    managed Redis) has none we may count on; any other error (Redis down) is raised, not taken for 'no'."""
     try:
         modules = server.module_list()
-    except Exception:  # noqa: BLE001 - MODULE LIST refused (ACL, managed Redis): no module
+    except redis.ResponseError:
         return False
     return any((m.get(b"name") or m.get("name")) in (b"bf", "bf") for m in modules)
 
 
-def make_filter(server, settings, key: str):
-    """The filter DUPEFILTER_MODE asks for."""
+class FilterMismatch(RuntimeError):
+    """This worker's duplicate-filter settings differ from those the crawl's filter was made with."""
+
+
+def filter_config(server, settings) -> dict:
+    """What the duplicate filter of a crawl is made of: every worker of a spider must agree on it."""
     mode = settings.get("DUPEFILTER_MODE", "exact")
     if mode == "exact":
-        return ExactFilter(key, settings.getint("DUPEFILTER_BUCKETS", 4096))
+        return {"mode": "exact", "buckets": settings.getint("DUPEFILTER_BUCKETS", 4096)}
     if mode == "bloom":
-        capacity = settings.getint("DUPEFILTER_BLOOM_CAPACITY")
-        error_rate = settings.getfloat("DUPEFILTER_BLOOM_ERROR_RATE")
-        if has_redisbloom(server):
-            return RedisBloomFilter(server, key, capacity, error_rate)
-        return BloomFilter(key, capacity, error_rate)
+        return {"mode": "bloom", "capacity": settings.getint("DUPEFILTER_BLOOM_CAPACITY"),
+                "error_rate": settings.getfloat("DUPEFILTER_BLOOM_ERROR_RATE"),
+                "backend": "redisbloom" if has_redisbloom(server) else "bitmap"}
     raise ValueError(f"DUPEFILTER_MODE must be 'exact' or 'bloom', not {mode!r}")
+
+
+def claim_config(server, key: str, config: dict) -> None:
+    """Record the filter's config at ``<key>:config`` (the first worker), or check it against the record.
+
+    Raises :class:`FilterMismatch` naming both: two configs would split the filter silently
+    (another bucket, another bitmap size) and pages would be crawled twice.
+    """
+    wanted = json.dumps(config, sort_keys=True)
+    server.set(f"{key}:config", wanted, nx=True)
+    stored = (server.get(f"{key}:config") or b"").decode()
+    if stored and stored != wanted:
+        raise FilterMismatch(
+            f"the duplicate filter {key} was made with {stored}, this worker has {wanted}: give every worker "
+            "of a spider the same DUPEFILTER_* settings (or `crawlhub reset` the spider to start over)")
+
+
+def make_filter(server, settings, key: str):
+    """The filter DUPEFILTER_MODE asks for, after checking the crawl's workers agree on it."""
+    config = filter_config(server, settings)
+    claim_config(server, key, config)
+    if config["mode"] == "exact":
+        return ExactFilter(key, config["buckets"])
+    if config["backend"] == "redisbloom":
+        return RedisBloomFilter(server, key, config["capacity"], config["error_rate"])
+    return BloomFilter(key, config["capacity"], config["error_rate"])
 
 
 class RedisDupeFilter(RFPDupeFilter):

@@ -93,6 +93,7 @@ class RedisScheduler(Scheduler):
         self.pending_enq: list[tuple] = []  # requests to enqueue
         self.pending_fin: list[tuple] = []  # downloads that are over (free their domain's slot)
         self.pending_ack: list[str] = []  # leases whose work is done
+        self.pending_counts: Counter = Counter()  # <spider>:stats counters not sent yet
         self.prefetched: deque = deque()  # leased in the last call, not yet handed to the engine
         self.concurrency = settings.getint("CONCURRENT_REQUESTS")
         self.lease_batch = settings.getint("FRONTIER_LEASE_BATCH")
@@ -173,6 +174,10 @@ class RedisScheduler(Scheduler):
         if self._wakeup is not None and self._wakeup.active():
             self._wakeup.cancel()
         self.flush()
+        try:
+            self._send_counts()
+        except redis.RedisError as exc:
+            logger.warning("Could not send %d counters to Redis at close: %s", sum(self.pending_counts.values()), exc)
         returned = 0
         for lease in list(self.leases.values()):
             try:
@@ -437,7 +442,7 @@ class RedisScheduler(Scheduler):
         if self.frontier.delay(lease.id, self.queue.serializer.encode(again), delay):
             self.stats.inc_value("retry/count")
             self.stats.inc_value(f"retry/reason_count/{reason.split(':')[0]}")
-            self.server.hincrby(self.keys.stats, "retries", 1)
+            self.count("retries")
             logger.info("Retrying %s in %.1fs (attempt %d of %d): %s", request.url, delay, attempts + 1, self.retry_times + 1, reason)
         return "retry"
 
@@ -486,10 +491,24 @@ class RedisScheduler(Scheduler):
             return
         domain = domain_of(request.url)
         self.stats.inc_value(f"permanent_failures/{domain}")
+        self.count(f"permanent_failures:{domain}")
+
+    def count(self, field: str, n: int = 1) -> None:
+        """Add ``n`` to ``field`` of ``<spider>:stats``: sent with the next upkeep (held while Redis is down)."""
+        self.pending_counts[field] += n
+
+    def _send_counts(self) -> None:
+        counts, self.pending_counts = self.pending_counts, Counter()
+        if not counts:
+            return
         try:
-            self.server.hincrby(self.keys.stats, f"permanent_failures:{domain}", 1)
+            pipe = self.server.pipeline(transaction=False)
+            for field, n in counts.items():
+                pipe.hincrby(self.keys.stats, field, n)
+            pipe.execute()
         except redis.RedisError:
-            pass
+            self.pending_counts.update(counts)  # sent when Redis is back
+            raise
 
     # -- the store's flushes -------------------------------------------------------
     def _store_opened(self, **kwargs):
@@ -568,6 +587,7 @@ class RedisScheduler(Scheduler):
         now = time.monotonic()
         try:
             self.flush()
+            self._send_counts()
             if now - self._last_renew >= self.lease_ttl / 3:
                 self._last_renew = now
                 lost = self.frontier.renew(self.leases, self.lease_ttl)
@@ -629,5 +649,5 @@ class RedisScheduler(Scheduler):
             self.server.delete(k.reclaim_lock)
         if reclaimed:
             self.stats.inc_value("leases/reclaimed", reclaimed)
-            self.server.hincrby(k.stats, "reclaimed", reclaimed)
+            self.count("reclaimed", reclaimed)
         return reclaimed

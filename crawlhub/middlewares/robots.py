@@ -137,10 +137,7 @@ class SharedRobotsMiddleware(FrontierMiddleware):
             raise IgnoreRequest(f"{reason}: waiting {wait:.0f}s")
         domain = domain_of(request.url)
         self.crawler.stats.inc_value("robotstxt/forbidden")
-        try:
-            scheduler.server.hincrby(scheduler.keys.stats, f"robots_disallowed:{domain}", 1)
-        except redis.RedisError:
-            pass
+        scheduler.count(f"robots_disallowed:{domain}")
         logger.debug("Forbidden by robots.txt: %s", request.url)
         raise IgnoreRequest("Forbidden by robots.txt")
 
