@@ -205,6 +205,10 @@ CONCURRENT_REQUESTS = 16
 CONCURRENT_REQUESTS_PER_DOMAIN = 16
 DOWNLOAD_DELAY = 0.0
 DOWNLOAD_TIMEOUT = 30
+# A larger answer is cancelled and its request goes to the DLQ with the reason (Scrapy's default, 1 GiB,
+# would hold a worker's memory on one file); over DOWNLOAD_WARNSIZE the log says so.
+DOWNLOAD_MAXSIZE = 32 * 1024 * 1024
+DOWNLOAD_WARNSIZE = 8 * 1024 * 1024
 # Verify TLS certificates, for plain downloads and browser pages alike. False is Scrapy's own
 # default (an https site with a self-signed or expired certificate is crawled); True refuses such sites.
 TLS_VERIFY = False

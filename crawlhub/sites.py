@@ -14,6 +14,8 @@ import functools
 import html
 import http.client
 import random
+import select
+import socket
 import ssl
 import threading
 import time
@@ -70,10 +72,11 @@ def self_signed_cert() -> tuple[str, str]:
     return str(folder / "cert.pem"), str(folder / "key.pem")
 
 
-def serve(answer, port: int = 0, tls: bool = False) -> ThreadingHTTPServer:
+def serve(answer, port: int = 0, tls: bool = False, connect=None) -> ThreadingHTTPServer:
     """A threaded HTTP/1.1 server on 127.0.0.1 calling ``answer(handler)`` for each GET, serving from a thread.
 
-    ``tls``: HTTPS with a self-signed certificate (:func:`self_signed_cert`).
+    ``tls``: HTTPS with a self-signed certificate (:func:`self_signed_cert`);
+    ``connect``: called with the handler for each CONNECT (a proxy's tunnel).
     """
 
     class Handler(BaseHTTPRequestHandler):
@@ -81,6 +84,12 @@ def serve(answer, port: int = 0, tls: bool = False) -> ThreadingHTTPServer:
 
         def do_GET(self):  # noqa: N802
             answer(self)
+
+        def do_CONNECT(self):  # noqa: N802
+            if connect is None:
+                self.send_error(405)
+                return
+            connect(self)
 
         def log_message(self, *args):
             pass
@@ -210,7 +219,7 @@ class LocalProxy:
     seen: list = field(default_factory=list)
 
     def start(self) -> "LocalProxy":
-        self._server = serve(self._handle)
+        self._server = serve(self._handle, connect=self._tunnel)
         return self
 
     def stop(self) -> None:
@@ -234,15 +243,52 @@ class LocalProxy:
         handler.end_headers()
         handler.wfile.write(body)
 
-    def _handle(self, handler: BaseHTTPRequestHandler) -> None:
+    def _refused(self, handler: BaseHTTPRequestHandler) -> bool:
+        """Answer 407 (wrong or missing credentials) or 403 ("forbid" mode); True if it did."""
         auth = handler.headers.get("Proxy-Authorization", "")
         if self.credentials and auth != "Basic " + base64.b64encode(self.credentials.encode()).decode():
             self.seen.append((handler.path, 407, bool(auth)))
             self._send(handler, 407, b"proxy authentication required", [("Proxy-Authenticate", 'Basic realm="test"')])
-            return
+            return True
         if self.mode == "forbid":
             self.seen.append((handler.path, 403, bool(auth)))
             self._send(handler, 403, b"<html><body>Access denied by proxy</body></html>", [("Content-Type", "text/html")])
+            return True
+        return False
+
+    def _tunnel(self, handler: BaseHTTPRequestHandler) -> None:
+        """CONNECT host:port: a byte tunnel to 127.0.0.1 (https through the proxy)."""
+        if self._refused(handler):
+            return
+        host, _, port = handler.path.rpartition(":")
+        if host not in ("127.0.0.1", "localhost"):  # tests never leave this machine
+            self.seen.append((handler.path, 502, True))
+            self._send(handler, 502, b"only 127.0.0.1 is proxied here")
+            return
+        upstream = socket.create_connection((host, int(port)), timeout=30)
+        handler.send_response(200, "Connection established")
+        handler.end_headers()
+        self.seen.append((handler.path, 200, bool(handler.headers.get("Proxy-Authorization"))))
+        client = handler.connection
+        try:
+            while True:
+                ready, _, _ = select.select([client, upstream], [], [], 30)
+                if not ready:
+                    break
+                for sock in ready:
+                    data = sock.recv(65536)
+                    if not data:
+                        return
+                    (upstream if sock is client else client).sendall(data)
+        except OSError:
+            pass
+        finally:
+            upstream.close()
+            handler.close_connection = True
+
+    def _handle(self, handler: BaseHTTPRequestHandler) -> None:
+        auth = handler.headers.get("Proxy-Authorization", "")
+        if self._refused(handler):
             return
         target = urlsplit(handler.path)
         if target.hostname not in ("127.0.0.1", "localhost"):  # tests never leave this machine
@@ -269,8 +315,6 @@ class LocalProxy:
 
 def refused_port() -> int:
     """A loopback port nothing listens on (connections to it are refused)."""
-    import socket
-
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]

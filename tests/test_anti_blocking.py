@@ -210,3 +210,22 @@ def test_a_seed_asks_for_a_pool_and_a_country(env, site, redis_client, proxies, 
     by_path = {h.path: via(h) for h in pages_of(shop)}
     assert by_path["/shop/"] == "1.1 res-us", "the seed's pool and country"
     assert by_path["/shop/page/2/"] == "1.1 dc", "the pages it links to use the domain's pool"
+
+
+def test_https_through_an_http_connect_proxy_with_credentials(env, site, redis_client, mongo_db, proxies, tmp_path):
+    """The credentials go to the proxy (in the CONNECT) and nowhere else: not to the site, the logs or Redis."""
+    pages = shop_pages(8 * 6, 6)
+    shop = site(pages, tls=True)
+    proxy = proxies("tunnel")
+    env = {**env, "PROXY_POOLS": json.dumps({"datacenter": [proxy.url()]}), "LOG_LEVEL": "DEBUG"}
+    redis_client.lpush("scrapeme:start_urls", f"{shop.url}/shop/")
+    (worker,) = run_workers("scrapeme", env, tmp_path, 1, timeout=120)
+    assert set(shop.fetched("/shop")) == set(pages) and mongo_db.products.count_documents({}) == 48
+    tunnels = [(path, status, auth) for path, status, auth in proxy.seen]
+    assert tunnels and all(path == f"127.0.0.1:{shop.port}" and status == 200 and auth for path, status, auth in tunnels)
+    sent_to_site = [name.lower() for hit in shop.hits for name, _ in hit.headers]
+    assert "proxy-authorization" not in sent_to_site and "via" not in sent_to_site, "the site saw the proxy's header"
+    assert SECRET not in worker.log() and SECRET.encode() not in all_redis_values(redis_client)
+    import base64
+
+    assert base64.b64encode(f"crawler:{SECRET}".encode()).decode() not in worker.log()

@@ -13,7 +13,7 @@ import redis
 from collections import Counter
 
 
-from tests.harness import ROOT, SCRAPY, redis_with_password, run_workers
+from tests.harness import ROOT, SCRAPY, redis_with_password, run_workers, start_worker
 
 TEST_SPIDERS = "spiders,tests.sites.spiders"
 
@@ -212,3 +212,72 @@ def test_a_worker_with_other_dupefilter_settings_is_refused_at_start(env, site, 
     assert other.returncode == 2, other.stderr[-3000:]
     last = other.stderr.strip().splitlines()[-1]
     assert last.startswith("crawlhub: the duplicate filter generic:dupefilter was made with") and "64" in last
+
+
+def test_non_utf8_pages_and_non_ascii_urls(env, site, redis_client, mongo_db, tmp_path):
+    cp1252 = ('<html><head><title>Café Crème – 5 €</title></head><body>'
+              '<a href="/café/über?q=naïve">unicode link</a><a href="/latin">latin-1</a><a href="/broken">broken</a>'
+              '</body></html>').encode("cp1252")
+    latin = '<html><head><meta charset="iso-8859-1"><title>Ærø Ø</title></head></html>'.encode("latin-1")
+    broken = b"<html><head><title>bad \xff\xfe bytes</title></head></html>"  # declared UTF-8, is not
+    shop = site({
+        "/": (200, "text/html; charset=windows-1252", cp1252, {}),
+        # as browsers do: the path in UTF-8, the query in the page's own encoding
+        "/caf%C3%A9/%C3%BCber?q=na%EFve": html("Über naïve"),
+        "/latin": (200, "text/html", latin, {}),
+        "/broken": (200, "text/html; charset=utf-8", broken, {}),
+    })
+    redis_client.lpush("generic:start_urls", f"{shop.url}/")
+    (worker,) = run_workers("generic", env, tmp_path, 1)
+    titles = {d["url"].removeprefix(shop.url): d["title"] for d in mongo_db.pages.find()}
+    assert titles == {
+        "/": "Café Crème – 5 €",
+        "/caf%C3%A9/%C3%BCber?q=na%EFve": "Über naïve",
+        "/latin": "Ærø Ø",
+        "/broken": "bad \ufffd\ufffd bytes",
+    }, worker.log()[-3000:]
+    assert Counter(shop.fetched("/")) == {p: 1 for p in titles}, "each page once"
+    assert redis_client.llen("generic:dlq") == 0
+
+
+def test_an_oversized_page_goes_to_the_dlq_with_the_reason(env, site, redis_client, mongo_db, tmp_path):
+    shop = site({"/": html("home", "/huge", "/fine"), "/huge": html("x" * (3 * 1024 * 1024)), "/fine": html("fine")})
+    redis_client.lpush("generic:start_urls", f"{shop.url}/")
+    (worker,) = run_workers("generic", env, tmp_path, 1, DOWNLOAD_MAXSIZE=1024 * 1024)
+    assert sorted(d["url"] for d in mongo_db.pages.find()) == [f"{shop.url}/", f"{shop.url}/fine"]
+    (letter,) = [json.loads(r) for r in redis_client.lrange("generic:dlq", 0, -1)]
+    assert letter["url"] == f"{shop.url}/huge" and "larger than download max size" in letter["error"], letter["error"]
+    assert redis_client.zcard("generic:inflight") == 0
+
+
+def test_a_lease_that_keeps_expiring_reaches_the_dlq(env, site, redis_client, tmp_path):
+    """A page whose worker dies every time (here: kill -9 while it hangs) ends in the DLQ after LEASE_MAX_EXPIRIES."""
+    shop = site({"/": html("home", "/poison"), "/poison": html("never")})
+    arrived = []  # the site's access log records a hit when it is answered: never, here
+
+    def hang(site_, path):
+        if path == "/poison":
+            arrived.append(time.time())
+            time.sleep(60)
+        return None
+
+    shop.handler = hang
+    redis_client.lpush("generic:start_urls", f"{shop.url}/")
+    fast = {"LEASE_TTL": 2, "LEASE_RECLAIM_INTERVAL": 1, "LEASE_MAX_EXPIRIES": 2, "RETRY_TIMES": 5}
+    kills = 0
+    while not redis_client.llen("generic:dlq"):
+        assert kills <= 3, f"no DLQ entry after {kills} kills"
+        worker = start_worker("generic", env, tmp_path, f"w{kills}", **fast)
+        deadline = time.monotonic() + 30
+        while len(arrived) <= kills and not redis_client.llen("generic:dlq"):
+            assert time.monotonic() < deadline, worker.log()[-3000:]
+            time.sleep(0.1)
+        if redis_client.llen("generic:dlq"):
+            break
+        time.sleep(1.5)  # the other pages' leases end (items stored, acked); the poison page's cannot
+        worker.kill()  # dies holding the lease
+        kills += 1
+    letters = [json.loads(r) for r in redis_client.lrange("generic:dlq", 0, -1)]
+    assert [(d["url"], d["error"][:21]) for d in letters] == [(f"{shop.url}/poison", "lease expired 3 times")], letters
+    assert kills == 3 and len(arrived) == 3
+    worker.kill()
