@@ -36,6 +36,7 @@ from crawlhub.connection import get_redis
 from crawlhub.seeds import BadSeed, parse_seed
 
 SEED_HOST = "crawlhub_seed_host"
+IDLE_CHECK_GAP = 15.0  # seconds between idle checks beyond which the worker was not running
 # Scrapy's certificate-verifying TLS context (Twisted's recommended one for web clients)
 VERIFYING_CONTEXT_FACTORY = "scrapy.core.downloader.contextfactory.BrowserLikeContextFactory"
 
@@ -84,6 +85,7 @@ class CrawlhubSpider(Spider):
         self.bad_seeds_max = settings.getint("BAD_SEEDS_MAX")
         self.max_idle = settings.getfloat("MAX_IDLE_TIME_BEFORE_CLOSE")
         self._idle_since: float | None = None
+        self._last_idle_check: float | None = None
         self.shared = settings.getbool("CRAWLHUB_SHARED", True)
         if self.shared:  # `scrapy shell/check/parse` look at pages: no seeds, no waiting for more
             crawler.signals.connect(self._on_idle, signal=signals.spider_idle)
@@ -168,7 +170,11 @@ class CrawlhubSpider(Spider):
             self.logger.warning("Cannot read seeds (%s); waiting", exc)
             raise DontCloseSpider from None
         now = time.monotonic()
-        busy = bool(scheduled)
+        # the engine asks at least every 5 s: a longer gap means this process was stopped (SIGSTOP,
+        # a suspended VM), and that time says nothing about the frontier: count from now
+        asleep = self._last_idle_check is not None and now - self._last_idle_check > IDLE_CHECK_GAP
+        self._last_idle_check = now
+        busy = bool(scheduled) or asleep
         frontier = getattr(scheduler, "frontier", None)
         if not busy and frontier is not None:
             try:

@@ -46,11 +46,25 @@ def test_seed_status_bad_seeds_and_reset(env, redis_client):
 
     listed = run([*CRAWLHUB, "bad-seeds", "scrapeme"], env).stdout
     assert "scheme 'ftp' is not http or https: 'ftp://x'" in listed
+    # a binary seed is shown as it was pushed: one backslash per undecodable byte
+    binary = b"\xff\xfehttp://x\n"
+    redis_client.lpush("scrapeme:bad_seeds", json.dumps({"seed": binary.decode("utf-8", "backslashreplace"),
+                                                          "reason": "not UTF-8"}))
+    listed = run([*CRAWLHUB, "bad-seeds", "scrapeme"], env).stdout
+    assert "not UTF-8: '\\xff\\xfehttp://x\\n'" in listed, listed
+    redis_client.lpop("scrapeme:bad_seeds")
 
     refused = run([*CRAWLHUB, "reset", "scrapeme"], env, input="n\n")
     assert refused.returncode != 0 and redis_client.keys("scrapeme:dupefilter:*")
     assert run([*CRAWLHUB, "reset", "scrapeme", "--yes"], env).returncode == 0
     assert not redis_client.keys("scrapeme:*")
+    # the keys of a spider that no longer exists can be cleaned; a name with no keys is still refused
+    redis_client.lpush("retired:start_urls", "https://s.example/")
+    redis_client.set("retired:dupefilter:count", 1)
+    assert run([*CRAWLHUB, "reset", "retired", "--yes"], env).returncode == 0
+    assert not redis_client.keys("retired:*")
+    unknown = run([*CRAWLHUB, "reset", "nosuchspider", "--yes"], env)
+    assert unknown.returncode == 2 and "unknown spider 'nosuchspider'" in unknown.stderr
 
 
 def test_embedded_servers_are_started_once_and_shared(site, tmp_path):

@@ -281,3 +281,22 @@ def test_a_lease_that_keeps_expiring_reaches_the_dlq(env, site, redis_client, tm
     assert [(d["url"], d["error"][:21]) for d in letters] == [(f"{shop.url}/poison", "lease expired 3 times")], letters
     assert kills == 3 and len(arrived) == 3
     worker.kill()
+
+
+def test_a_stopped_worker_does_not_count_its_sleep_as_idle_time(env, redis_client, tmp_path):
+    """SIGSTOP for 20 s, then SIGCONT: the idle timer starts again; the worker does not close at once."""
+    import signal
+
+    worker = start_worker("generic", env, tmp_path, "sleeper", MAX_IDLE_TIME_BEFORE_CLOSE=8)
+    deadline = time.monotonic() + 30
+    while "Reading seeds from Redis key" not in worker.log():
+        assert time.monotonic() < deadline, worker.log()[-3000:]
+        time.sleep(0.2)
+    worker.proc.send_signal(signal.SIGSTOP)
+    time.sleep(20)
+    worker.proc.send_signal(signal.SIGCONT)
+    resumed = time.monotonic()
+    assert worker.wait(60) == 0
+    assert time.monotonic() - resumed >= 6, "it closed as if its 20 s asleep had been idle time"
+    closing = [line for line in worker.log().splitlines() if "frontier has been empty for" in line]
+    assert closing and all(int(line.split("empty for ")[1].split("s")[0]) < 20 for line in closing), closing

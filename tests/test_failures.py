@@ -63,3 +63,28 @@ def test_redis_password_never_appears_in_logs_records_or_items(env, site, mongo_
         assert "s3cr3t-pw" not in worker.log()
         assert b"s3cr3t-pw" not in all_redis_values(client)
         assert "s3cr3t-pw" not in repr(list(mongo_db.products.find()))
+
+
+def test_sigterm_while_mongodb_is_down_exits_within_the_grace_period(env, site, redis_client, tmp_path):
+    """Default timeouts and a full item buffer (back-pressure): SIGTERM still ends the worker well within
+    the 60 s deploy/ gives it, with the items in unsaved/ and the leases given back."""
+    shop = site(shop_pages(48, 4))  # 12 pages of 4 products
+    env = dict(env, MONGO_URI=f"mongodb://127.0.0.1:{free_port()}/", MONGO_BATCH_SIZE="4", MONGO_BUFFER_MAX="8")
+    redis_client.lpush("scrapeme:start_urls", f"{shop.url}/shop/")
+    worker = start_worker("scrapeme", env, tmp_path, "no-mongo")
+    deadline = time.monotonic() + 90
+    while "taking no new requests until it is back" not in worker.log():
+        assert time.monotonic() < deadline and worker.proc.poll() is None, worker.log()[-3000:]
+        time.sleep(0.2)
+    held = redis_client.zcard("scrapeme:inflight")
+    assert held >= 2, "pages whose items wait for MongoDB keep their leases"
+    stopped = time.monotonic()
+    worker.proc.send_signal(signal.SIGTERM)
+    assert worker.wait(60) == 0
+    took = time.monotonic() - stopped
+    assert took < 45, f"{took:.0f}s to stop"
+    log = worker.log()
+    assert "MongoDB unreachable at close:" in log and "written to" in log
+    (saved,) = list((tmp_path / "home" / "unsaved").glob("scrapeme-*.jsonl"))
+    assert len(saved.read_text().splitlines()) >= 8
+    assert redis_client.zcard("scrapeme:inflight") == 0, "every lease was given back"

@@ -80,6 +80,22 @@ def _check_spider(ctx, param, value):
     return _spider(value) if value is not None else None
 
 
+def _spider_or_leftover(ctx, param, value):
+    """A spider of the project, or one that no longer exists but left keys in Redis (to clean them)."""
+    if value is None or value in known_spiders(_settings()):
+        return value
+    if any(_redis().scan_iter(f"{value}:*", count=1000)):
+        return value
+    return _spider(value)
+
+
+def shown_seed(text: str, most: int = 200) -> str:
+    """A stored seed as it was pushed: undecodable bytes as single \\xNN escapes (the record keeps
+    them that way), control characters escaped, quoted, cut at ``most``."""
+    cut = text[:most] + ("..." if len(text) > most else "")
+    return "'" + "".join(c if c.isprintable() or c == "\\" else c.encode("unicode_escape").decode() for c in cut) + "'"
+
+
 def _frontier(server, settings, spider: str) -> Frontier:
     return Frontier(server, Keys.for_spider(settings, spider), spider)
 
@@ -369,14 +385,14 @@ def bad_seeds(spider, limit, clear):
     key = spider_keys(_settings(), spider)["bad_seeds"]
     for raw in server.lrange(key, 0, limit - 1):
         record = json.loads(raw)
-        click.echo(f"{record['reason']}: {record['seed'][:200]!r}")
+        click.echo(f"{record['reason']}: {shown_seed(record['seed'])}")
     if clear:
         server.delete(key)
         click.echo(f"cleared {key}")
 
 
 @main.command()
-@click.argument("spider", callback=_check_spider)
+@click.argument("spider", callback=_spider_or_leftover)
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 def reset(spider, yes):
     """Delete SPIDER's whole crawl state: seeds, queue, dupefilter, in flight, DLQ, stats, audit log, workers."""

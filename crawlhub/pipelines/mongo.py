@@ -213,6 +213,7 @@ class MongoPipeline:
         self.buffer_max = max(self.batch_size, settings.getint("MONGO_BUFFER_MAX", 1000))
         self.failures = 0
         self.last_error = ""
+        self.retry_at = 0.0  # monotonic time of the next try after a failed write
         self.unreachable = False  # the last failure was MongoDB not answering (not a refused write)
         self.close_timeout = settings.getfloat("MONGO_CLOSE_TIMEOUT", 20.0)
         self.backlog = False
@@ -248,15 +249,22 @@ class MongoPipeline:
         self.buffer.append((item_meta(item), ItemAdapter(item).asdict()))
         if len(self.buffer) >= self.buffer_max:
             self._set_backlog(True)  # a write is slow or failing: take no new pages
-        if len(self.buffer) >= self.batch_size:
+        if len(self.buffer) >= self.batch_size and self._running() and (not self.failures or len(self.buffer) >= self.buffer_max):
+            # (while MongoDB fails, the timer retries; an item waits only when the buffer is full;
+            # a stopping worker never waits: close_spider writes or saves what is left)
             delay = 0.5
-            while not await self.flush() and len(self.buffer) >= self.buffer_max:
+            while not await self.flush() and len(self.buffer) >= self.buffer_max and self._running():
                 # MongoDB is down and the buffer is full: the worker takes no new
-                # requests, and this item waits for MongoDB (back-pressure)
+                # requests, and this item waits for MongoDB (back-pressure), until
+                # the worker is told to stop: then close_spider saves what is left
                 self._set_backlog(True)
                 await _sleep(delay)
                 delay = min(delay * 2, 30)
         return item
+
+    def _running(self) -> bool:
+        engine = self.crawler.engine
+        return engine is None or engine.running
 
     def _set_backlog(self, full: bool) -> None:
         if full != self.backlog:
@@ -285,16 +293,23 @@ class MongoPipeline:
             self.quarantined[-1]["source_url"], "; ".join(exception.reasons),
         )
 
-    async def flush(self) -> bool:
-        """Write what is buffered; True if nothing is left unwritten."""
-        return await maybe_deferred_to_future(self.lock.run(lambda: deferred_from_coro(self._flush())))
+    async def flush(self, force: bool = False) -> bool:
+        """Write what is buffered; True if nothing is left unwritten.
+
+        After a failed write the next try waits for its backoff (0.5 s doubling to 30 s): flushes
+        asked for meanwhile (by items, the timer) return False at once instead of each waiting
+        for MongoDB's server selection in turn. ``force`` (at close) tries anyway.
+        """
+        return await maybe_deferred_to_future(self.lock.run(lambda: deferred_from_coro(self._flush(force))))
 
     def _tokens(self) -> list:
         """The lease tokens this flush covers (everything ready before it began)."""
         results = self.crawler.signals.send_catch_log(ch_signals.flush_started)
         return [token for _, tokens in results if isinstance(tokens, list) for token in tokens]
 
-    async def _flush(self) -> bool:
+    async def _flush(self, force: bool = False) -> bool:
+        if self.failures and not force and time.monotonic() < self.retry_at:
+            return False
         tokens = self._tokens()
         if not self.buffer and not self.quarantined:
             if tokens:  # their items were written by earlier flushes
@@ -309,6 +324,7 @@ class MongoPipeline:
             self.crawler.signals.send_catch_log(ch_signals.flush_failed, tokens=tokens)
             self.failures += 1
             self.last_error = f"{type(exc).__name__}: {str(exc)[:300]}"
+            self.retry_at = time.monotonic() + min(0.5 * 2 ** (self.failures - 1), 30.0)
             self.unreachable = isinstance(exc, ConnectionFailure)
             self.crawler.stats.inc_value("mongo/write_errors")
             log = logger.error if self.failures == 1 or self.failures % 10 == 0 else logger.debug
@@ -340,7 +356,7 @@ class MongoPipeline:
         delay = 1.0
         for attempt in range(1, self.close_retries + 1):
             self._reconnect(timeout=max(0.5, min(deadline - time.monotonic(), 10.0)))
-            if await self.flush():
+            if await self.flush(force=True):
                 break
             left = deadline - time.monotonic()
             if attempt == self.close_retries or left <= delay:
