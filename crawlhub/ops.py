@@ -91,14 +91,15 @@ def item_counts(settings, spider: str, items_scraped: int) -> dict:
         db = client[settings.get("MONGO_DATABASE")]
         quarantine = settings.get("MONGO_QUARANTINE_COLLECTION")
         names = sorted(db.list_collection_names())
-        stored = {name: db[name].estimated_document_count() for name in names
-                  if name != quarantine and not name.startswith("system.")}
+        # this spider's documents only (every stored document lists the spiders that stored it)
+        stored = {name: n for name in names if name != quarantine and not name.startswith(("system.", "_"))
+                  and (n := db[name].count_documents({"spiders": spider}))}
         quarantined = db[quarantine].count_documents({"spider": spider}) if quarantine in names else 0
         client.close()
     except Exception as exc:  # pymongo's errors, or the embedded server not starting: shown, not fatal
         return {"error": f"MongoDB unavailable: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"}
     checked = items_scraped + quarantined
-    return {"stored": stored, "quarantined": quarantined,
+    return {"database": settings.get("MONGO_DATABASE"), "stored": stored, "quarantined": quarantined,
             "valid_share": round(items_scraped / checked, 4) if checked else None}
 
 
@@ -119,8 +120,11 @@ def cluster_status(server, settings, spider: str, with_items: bool = True) -> di
     dead_after = settings.getfloat("WORKER_DEAD_AFTER") or 3 * heartbeat
     workers = worker_rows(workers, now, dead_after)
     minutes = recent_minutes(server, spider, now)
-    started = min((w.get("started_at", now) for w in workers), default=0.0)
-    rate1, rate5 = pages_per_minute(minutes, now, 1, started), pages_per_minute(minutes, now, 5, started)
+    alive = [w for w in workers if w["alive"]]
+    # the rates of the crawl going on now: counted from its live workers' start, 0 when none is alive
+    started = min((w.get("started_at", now) for w in alive), default=0.0)
+    rate1, rate5 = ((pages_per_minute(minutes, now, 1, started), pages_per_minute(minutes, now, 5, started))
+                    if alive else (0.0, 0.0))
     queued = sum(per_domain.values())
     domains = sorted({k.split("|")[1] for k in totals if k.startswith("d|")} | set(per_domain))
     domain_rows = []
@@ -143,7 +147,8 @@ def cluster_status(server, settings, spider: str, with_items: bool = True) -> di
         "dlq": dlq, "bad_seeds": bad_seeds, "bad_requests": bad_requests,
         "budget": budget, "budget_used": int(budget_used or 0),
         "pages_per_min_1m": round(rate1, 2), "pages_per_min_5m": round(rate5, 2),
-        "eta_seconds": round(left / rate5 * 60, 1) if rate5 > 0 and left else (0.0 if not left else None),
+        # the last minute's pace (the 5-minute one when the last minute saw nothing) over what is left
+        "eta_seconds": (0.0 if not left else round(left / (rate1 or rate5) * 60, 1) if (rate1 or rate5) > 0 else None),
         "totals": {k: totals.get(k, 0) for k in ("requests", *CLASSES, "bytes", "items", "retries", "dlq")},
         "latency_ms": {"p50": percentile(_histogram(totals), 0.5), "p95": percentile(_histogram(totals), 0.95)},
         "audit_log_entries": logged,
@@ -194,8 +199,8 @@ def format_status(data: dict) -> list[str]:
         else:
             share = f"{items['valid_share'] * 100:.1f}% valid" if items["valid_share"] is not None else "no items yet"
             stored = ", ".join(f"{k}={v}" for k, v in items["stored"].items()) or "none"
-            lines.append(f"items: scraped {t['items']}; stored per collection: {stored}; "
-                         f"quarantined {items['quarantined']} ({share})")
+            lines.append(f"items: {t['items']} scraped since the last reset; in database {items['database']!r}, "
+                         f"stored by this spider: {stored}; quarantined {items['quarantined']} ({share})")
     if data["budget"]:
         lines.append(f"budget: {data['budget_used']} of {data['budget']} requests taken")
     if data["domains"]:
@@ -260,7 +265,8 @@ def read_log(server, spider: str, limit: int, status=None, domain=None) -> tuple
                 if len(found) >= limit:
                     break
         start = "(" + batch[-1][0].decode()
-    return found[::-1], last_id
+    # workers send their entries in batches: in the stream, one worker's may follow another's later ones
+    return sorted(found, key=lambda e: e["time"]), last_id
 
 
 # -- the HTML report ----------------------------------------------------------------------------

@@ -104,6 +104,7 @@ def test_command_errors_and_confirmation(env, redis_client):
     watch = subprocess.run(["timeout", "--preserve-status", "-s", "INT", "3", sys.executable, "-m", "crawlhub.cli", "status", "scrapeme",
                             "--watch", "--interval", "0.5"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=30)
     assert watch.returncode == 0 and "spider scrapeme" in watch.stdout and "every 0.5s" in watch.stdout, watch.stderr
+    assert watch.stdout.count("every 0.5s") >= 3, "piped, --watch prints one frame after another"
 
     unknown = cli(env, "status", "nosuchspider")
     assert unknown.returncode == 2 and "unknown spider 'nosuchspider'" in unknown.stderr and "scrapeme" in unknown.stderr
@@ -180,3 +181,21 @@ def test_html_report_renders_its_charts_in_chromium(env, site, redis_client, mon
     for name, (width, height, marks) in charts.items():
         assert width > 0 and height > 0 and marks > 0, (name, width, height, marks)
     assert shot.stat().st_size > 10_000
+
+
+def test_status_counts_this_spiders_items_and_a_finished_crawl_has_no_pace(env, redis_client, mongo_db):
+    mongo_db.products.insert_many([{"id": "1", "spiders": ["scrapeme"]}, {"id": "2", "spiders": ["scrapeme", "other"]}])
+    mongo_db.authors.insert_one({"name": "someone else's", "spiders": ["quotes"]})
+    now = time.time()
+    finished = {"worker": "h:1", "host": "h", "pid": 1, "state": "finished", "reason": "finished", "started_at": now - 20,
+                "last_beat": now - 5, "pages": 50, "items": 100, "errors": 0}
+    redis_client.hset("scrapeme:workers", "h:1", json.dumps(finished))
+    redis_client.hset(f"scrapeme:stats:m:{int(now // 60)}", mapping={"2xx": 50, "requests": 50})
+    redis_client.lpush("scrapeme:start_urls", "https://example.com/")  # something left, nobody crawling
+    data = status_json(env)
+    assert data["items"]["stored"] == {"products": 2} and data["items"]["database"] == mongo_db.name
+    assert data["pages_per_min_1m"] == 0 and data["pages_per_min_5m"] == 0, "no live worker: no pace"
+    assert data["eta_seconds"] is None
+    shown = cli(env, "status", "scrapeme")
+    text = shown.stdout
+    assert f"in database '{mongo_db.name}', stored by this spider: products=2" in text and "ETA: unknown" in text, shown.stderr

@@ -143,3 +143,15 @@ def test_log_entries_decode():
            b"ms": b"12.5", b"bytes": b"0", b"proxy": b"", b"browser": b"0"}
     assert log_entry(raw) == {"time": 1.5, "url": "https://a/", "domain": "a", "worker": "h:1", "status": None,
                               "error": "Boom", "ms": 12.5, "bytes": 0, "proxy": "", "browser": False}
+
+
+def test_log_is_oldest_first_by_time_though_workers_send_in_batches(redis_client):
+    """Two workers each send a batch: in the stream, one's entries follow the other's later ones."""
+    from crawlhub.ops import read_log
+    from crawlhub.stats import log_key
+
+    for worker, times in (("w1", (10.0, 11.0, 12.0)), ("w2", (10.5, 11.5))):
+        for t in times:
+            redis_client.xadd(log_key("sp"), {"t": t, "url": f"http://s.example/{t}", "worker": worker, "status": 200})
+    entries, _ = read_log(redis_client, "sp", 100)
+    assert [e["time"] for e in entries] == [10.0, 10.5, 11.0, 11.5, 12.0]

@@ -172,10 +172,21 @@ def status(spider, as_json, watch, interval):
     from rich.live import Live
     from rich.text import Text
 
-    def render():
+    def frame() -> str:
         text = "\n\n".join("\n".join(format_status(one)) for one in collect()) or "no spider has a frontier yet"
-        return Text(f"{time.strftime('%H:%M:%S')}  (every {interval:g}s, Ctrl-C to stop)\n\n{text}")
+        return f"{time.strftime('%H:%M:%S')}  (every {interval:g}s, Ctrl-C to stop)\n\n{text}"
 
+    def render():
+        return Text(frame())
+
+    if not sys.stdout.isatty():  # piped or logged: one frame after another, each ended by a blank line
+        try:
+            while True:
+                click.echo(frame() + "\n", nl=True)
+                sys.stdout.flush()
+                time.sleep(interval)
+        except KeyboardInterrupt:
+            return
     with Live(render(), console=Console(), auto_refresh=False, transient=False) as live:
         try:
             while True:

@@ -7,7 +7,8 @@
   MONGO_BATCH_SIZE items are waiting, every MONGO_FLUSH_INTERVAL seconds, and
   when the spider closes. Writes run in a thread; a full buffer makes the
   item flow wait for the write (back-pressure, bounded memory).
-* Each document carries ``first_seen``, ``last_seen`` and ``content_hash``. A
+* Each document carries ``first_seen``, ``last_seen``, ``content_hash`` and
+  ``spiders`` (the spiders that stored it, so status counts per spider). A
   re-crawl of an unchanged item only moves ``last_seen``; a changed one is
   rewritten.
 * Items that ValidatePipeline rejected go to MONGO_QUARANTINE_COLLECTION with
@@ -84,6 +85,7 @@ class MongoWriter:
         self.db[meta.collection].create_index(
             [(name, ASCENDING) for name in meta.key_fields], unique=True, name="item_key"
         )
+        self.db[meta.collection].create_index("spiders", name="spiders")  # `crawlhub status`, export
         self.indexed.add(meta.collection)
 
     def write(self, batch: list[tuple[ItemMeta, dict]], quarantined: list[dict]) -> dict:
@@ -153,16 +155,17 @@ class MongoWriter:
             for found in coll.find({"$or": filters}, {n: 1 for n in (*meta.key_fields, "content_hash")})
         }
         now = datetime.now(timezone.utc)
+        spiders = {"$addToSet": {"spiders": self.spider}} if self.spider else {}  # which spiders stored it
         ops = []
         for (_, doc), flt in zip(items, filters, strict=True):
             digest = content_hash(doc)
             old = existing.get(tuple(str(v) for v in flt.values()), None)
             if old == digest:
-                ops.append(UpdateOne(flt, {"$set": {"last_seen": now}}))
+                ops.append(UpdateOne(flt, {"$set": {"last_seen": now}, **spiders}))
                 kinds.append("unchanged")
             else:
                 fields = {**doc, "content_hash": digest, "last_seen": now}
-                ops.append(UpdateOne(flt, {"$set": fields, "$setOnInsert": {"first_seen": now}}, upsert=True))
+                ops.append(UpdateOne(flt, {"$set": fields, "$setOnInsert": {"first_seen": now}, **spiders}, upsert=True))
                 kinds.append("updated" if old else "inserted")
         try:
             coll.bulk_write(ops, ordered=False)
