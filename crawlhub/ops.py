@@ -266,21 +266,64 @@ def read_log(server, spider: str, limit: int, status=None, domain=None) -> tuple
                     break
         start = "(" + batch[-1][0].decode()
     # workers send their entries in batches: in the stream, one worker's may follow another's later ones
-    return sorted(found, key=lambda e: e["time"]), last_id
+    return sorted(found[::-1], key=lambda e: e["time"]), last_id  # (stable: stream order within a time)
 
 
 # -- the HTML report ----------------------------------------------------------------------------
-def report_data(server, settings, spider: str) -> dict:
-    status = cluster_status(server, settings, spider)
+BUCKETS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400)
+MOST_POINTS = 120  # points in a time chart at most
+
+
+def bucket_for(span: float, most: int = MOST_POINTS) -> int:
+    """The time bucket (seconds) that shows a crawl of ``span`` seconds in at most ``most`` points."""
+    return next((b for b in BUCKETS if span / b <= most), BUCKETS[-1])
+
+
+def bucketed(rows: list[tuple[float, dict[str, int]]], seconds: int) -> list[dict]:
+    """(time, counts) rows summed into buckets of ``seconds``; empty buckets between are kept (as 0)."""
+    if not rows:
+        return []
+    out: dict[int, dict[str, int]] = {}
+    first = int(min(t for t, _ in rows) // seconds)
+    last = int(max(t for t, _ in rows) // seconds)
+    for b in range(first, last + 1):
+        out[b] = {}
+    for t, counts in rows:
+        into = out[int(t // seconds)]
+        for name, n in counts.items():
+            into[name] = into.get(name, 0) + n
+    return [{"at": b * seconds, "seconds": seconds, **counts} for b, counts in sorted(out.items())]
+
+
+def report_series(server, spider: str) -> list[dict]:
+    """Attempts over time, in buckets fitted to the crawl's length: from the audit log (every attempt,
+    to the second) when it still holds the whole crawl, else from the per-minute counts."""
     minute_keys = sorted(int(k.decode().rsplit(":", 1)[1]) for k in server.scan_iter(f"{spider}:stats:m:*", count=1000))
     pipe = server.pipeline(transaction=False)
     for m in minute_keys:
         pipe.hgetall(minute_key(spider, m))
-    series = [{"minute": m, **_ints(raw)} for m, raw in zip(minute_keys, pipe.execute(), strict=True)]
-    return {"status": status, "series": series}
+    minutes = [(m * 60.0, _ints(raw)) for m, raw in zip(minute_keys, pipe.execute(), strict=True)]
+    first = server.xrange(log_key(spider), count=1)
+    in_log = server.xlen(log_key(spider))
+    logged_from = log_entry(first[0][1])["time"] if first else None
+    if in_log and (not minutes or logged_from < minutes[0][0] + 60):  # the log has the whole crawl
+        rows = []
+        for _, fields in server.xrange(log_key(spider)):
+            e = log_entry(fields)
+            cls = "error" if e["status"] is None else f"{e['status'] // 100}xx"
+            rows.append((e["time"], {cls: 1, "requests": 1}))
+        span = rows[-1][0] - rows[0][0] if rows else 0
+        return bucketed(sorted(rows, key=lambda r: r[0]), bucket_for(span))
+    span = (minutes[-1][0] - minutes[0][0] + 60) if minutes else 0
+    return bucketed(minutes, max(60, bucket_for(span)))
+
+
+def report_data(server, settings, spider: str) -> dict:
+    return {"status": cluster_status(server, settings, spider), "series": report_series(server, spider)}
 
 
 TOP = 26  # room above the plot for the legend
+WIDTH = 1000  # the charts' coordinate width; they are drawn at the page's full width
 
 
 def _svg_axes(width, height, pad, ymax, label):
@@ -290,7 +333,12 @@ def _svg_axes(width, height, pad, ymax, label):
             f'<text x="{pad + 4}" y="{height - 6}" font-size="11">{html.escape(label)}</text>')
 
 
-def line_chart(chart_id: str, title: str, points: list[tuple[str, float]], width=720, height=240) -> str:
+def _svg(chart_id: str, title: str, width: int, height: int, body: str) -> str:
+    return (f'<h2>{html.escape(title)}</h2><svg class="chart" id="{chart_id}" viewBox="0 0 {width} {height}" '
+            f'preserveAspectRatio="xMinYMin meet">{body}</svg>')
+
+
+def line_chart(chart_id: str, title: str, points: list[tuple[str, float]], width=WIDTH, height=240) -> str:
     pad = 40
     ymax = max([v for _, v in points] + [1])
     n = max(len(points) - 1, 1)
@@ -300,13 +348,12 @@ def line_chart(chart_id: str, title: str, points: list[tuple[str, float]], width
                    f'<title>{html.escape(lab)}: {v:g}</title></circle>'
                    for (x, y), (lab, v) in zip(xy, points, strict=True))
     label = f"{points[0][0]} .. {points[-1][0]}" if points else "no data"
-    return (f'<h2>{html.escape(title)}</h2><svg class="chart" id="{chart_id}" width="{width}" height="{height}" '
-            f'viewBox="0 0 {width} {height}">{_svg_axes(width, height, pad, ymax, label)}'
-            f'<polyline fill="none" stroke="#2563eb" stroke-width="2" points="{path}"/>{dots}</svg>')
+    return _svg(chart_id, title, width, height, f'{_svg_axes(width, height, pad, ymax, label)}'
+                f'<polyline fill="none" stroke="#2563eb" stroke-width="2" points="{path}"/>{dots}')
 
 
 def bar_chart(chart_id: str, title: str, groups: list[tuple[str, dict[str, float]]], colors: dict[str, str],
-              width=720, height=260, stacked=True) -> str:
+              width=WIDTH, height=260, stacked=True) -> str:
     pad = 40
     names = list(colors)
     totals = [sum(v.values()) if stacked else max(list(v.values()) + [0]) for _, v in groups]
@@ -326,26 +373,62 @@ def bar_chart(chart_id: str, title: str, groups: list[tuple[str, dict[str, float
                 x, y = pad + i * slot + 2 + j * w, height - pad - h
             bars.append(f'<rect class="bar" x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{max(h, 0):.1f}" '
                         f'fill="{colors[name]}"><title>{html.escape(label)} {name}: {v:g}</title></rect>')
-        if len(groups) <= 16:
-            bars.append(f'<text x="{pad + i * slot + 2:.1f}" y="{height - pad + 14}" font-size="10">'
-                        f'{html.escape(label[:14])}</text>')
     legend = "".join(f'<tspan fill="{c}">&#9632; {html.escape(n)}  </tspan>' for n, c in colors.items())
-    return (f'<h2>{html.escape(title)}</h2><svg class="chart" id="{chart_id}" width="{width}" height="{height}" '
-            f'viewBox="0 0 {width} {height}">{_svg_axes(width, height, pad, ymax, "")}'
-            f'<text x="{pad}" y="14" font-size="11">{legend}</text>{"".join(bars)}</svg>')
+    every = max(1, len(groups) // 12)  # a time label every few bars
+    labels = "".join(f'<text x="{pad + i * slot + 2:.1f}" y="{height - pad + 14}" font-size="10">{html.escape(label)}</text>'
+                     for i, (label, _) in enumerate(groups) if i % every == 0)
+    return _svg(chart_id, title, width, height, f'{_svg_axes(width, height, pad, ymax, "")}'
+                f'<text x="{pad}" y="14" font-size="11">{legend}</text>{"".join(bars)}{labels}')
+
+
+def hbar_chart(chart_id: str, title: str, rows: list[tuple[str, dict[str, float]]], colors: dict[str, str],
+               unit: str = "", width=WIDTH) -> str:
+    """Horizontal bars, one group per row, its label (a domain name) written out in full on the left."""
+    label_w = min(420, max([len(label) for label, _ in rows] + [10]) * 7 + 10)
+    row_h, names = 22, list(colors)
+    height = TOP + row_h * len(rows) * len(names) + 10 * len(rows) + 10
+    vmax = max([v for _, vals in rows for v in vals.values()] + [1])
+    out, y = [], TOP
+    for label, values in rows:
+        out.append(f'<text x="4" y="{y + row_h - 6}" font-size="12">{html.escape(label)}</text>')
+        for name in names:
+            v = values.get(name, 0)
+            w = v / vmax * (width - label_w - 90)
+            out.append(f'<rect class="bar" x="{label_w}" y="{y + 2}" width="{max(w, 1):.1f}" height="{row_h - 4}" '
+                       f'fill="{colors[name]}"><title>{html.escape(label)} {name}: {v:g}{unit}</title></rect>'
+                       f'<text x="{label_w + max(w, 1) + 4:.1f}" y="{y + row_h - 7}" font-size="11">{name} {v:g}{unit}</text>')
+            y += row_h
+        y += 10
+    legend = "".join(f'<tspan fill="{c}">&#9632; {html.escape(n)}  </tspan>' for n, c in colors.items())
+    return _svg(chart_id, title, width, height, f'<text x="4" y="14" font-size="11">{legend}</text>{"".join(out)}')
+
+
+def table(headers: list[str], rows: list[list]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
+    return f'<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _span_label(seconds: int) -> str:
+    return f"{seconds} s" if seconds < 60 else f"{seconds // 60} min" if seconds < 3600 else f"{seconds // 3600} h"
 
 
 def html_report(data: dict) -> str:
-    """A self-contained page (inline SVG, no script, no external file) with the crawl's charts."""
-    status, series = data["status"], data["series"]
+    """A self-contained page (inline SVG, no script, no external file): charts and the numbers behind them."""
+    status = data["status"]
+    # series rows: {"at": epoch, "seconds": bucket, counts...} (or {"minute": m, counts...})
+    series = [{"at": s["minute"] * 60, "seconds": 60, **s} if "minute" in s else s for s in data["series"]]
+    seconds = series[0]["seconds"] if series else 60
+    fmt = "%H:%M:%S" if seconds < 60 else "%H:%M" if seconds < 86400 else "%Y-%m-%d"
 
-    def label(m):
-        return time.strftime("%H:%M", time.localtime(m * 60))
+    def label(s):
+        return time.strftime(fmt, time.localtime(s["at"]))
 
-    pages = [(label(s["minute"]), float(sum(s.get(c, 0) for c in CLASSES[:4]))) for s in series]
-    codes = [(label(s["minute"]), {c: s.get(c, 0) for c in CLASSES}) for s in series]
-    latency = [(d["domain"], {"p50": min(d["p50_ms"] or 0, 30000), "p95": min(d["p95_ms"] or 0, 30000)})
-               for d in sorted(status["domains"], key=lambda r: -r["requests"])[:12]]
+    per = _span_label(seconds)
+    pages = [(label(s), float(sum(s.get(c, 0) for c in CLASSES[:4]))) for s in series]
+    codes = [(label(s), {c: s.get(c, 0) for c in CLASSES}) for s in series]
+    domains = sorted(status["domains"], key=lambda r: -r["requests"])[:20]
+    latency = [(d["domain"], {"p50": min(d["p50_ms"] or 0, 30000), "p95": min(d["p95_ms"] or 0, 30000)}) for d in domains]
     items = status.get("items", {})
     collections = [(name, {"stored": n}) for name, n in (items.get("stored") or {}).items()]
     collections.append(("quarantine", {"quarantined": items.get("quarantined", 0)}))
@@ -354,17 +437,35 @@ def html_report(data: dict) -> str:
                f"{t['error']} errors; {t['items']} items; {status['dlq']} dead letters; {status['queued']} queued; "
                f"{status['workers_alive']} workers alive")
     generated = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(status["time"]))
+    time_rows = [[label(s), *(s.get(c, 0) for c in CLASSES), sum(s.get(c, 0) for c in CLASSES[:4])] for s in series]
+    domain_rows = [[d["domain"], d["requests"], *(d.get(c, 0) for c in CLASSES), _ms_bound(d["p50_ms"]),
+                    _ms_bound(d["p95_ms"])] for d in domains]
+    db = items.get("database")
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>crawlhub report: {html.escape(status['spider'])}</title>
-<style>body{{font-family:sans-serif;margin:2em;color:#222}} svg{{display:block;margin-bottom:1.5em;background:#fafafa}}
-h2{{font-size:1.05em;margin:1.2em 0 .3em}} .summary{{color:#555}}</style></head><body>
+<style>body{{font-family:sans-serif;margin:2em;color:#222}} svg.chart{{display:block;width:100%;height:auto;
+margin-bottom:.8em;background:#fafafa}} h2{{font-size:1.05em;margin:1.4em 0 .3em}} .summary{{color:#555}}
+table{{border-collapse:collapse;font-size:.85em;margin-bottom:1em}} td,th{{border:1px solid #ddd;padding:2px 8px;
+text-align:right}} td:first-child,th:first-child{{text-align:left}}</style></head><body>
 <h1>crawlhub report: {html.escape(status['spider'])}</h1>
 <p class="summary">Generated {generated}. {html.escape(summary)}.</p>
-{line_chart("pages-per-minute", "Pages per minute", pages)}
-{bar_chart("status-codes", "Status codes per minute", codes,
+{line_chart("pages-per-minute", f"Pages fetched per {per}", pages)}
+{bar_chart("status-codes", f"Status codes per {per}", codes,
            {"2xx": "#16a34a", "3xx": "#2563eb", "4xx": "#f59e0b", "5xx": "#dc2626", "error": "#6b7280"})}
-{bar_chart("latency-per-domain", "Latency per domain (ms, p50 and p95)", latency, {"p50": "#2563eb", "p95": "#93c5fd"},
-           stacked=False)}
-{bar_chart("items-per-collection", "Items per collection", collections, {"stored": "#16a34a", "quarantined": "#dc2626"})}
+<details><summary>The numbers, per {per}</summary>
+{table(["from", *CLASSES, "pages"], time_rows)}</details>
+{hbar_chart("latency-per-domain", "Latency per domain (ms, p50 and p95; each at most the value shown)", latency,
+            {"p50": "#2563eb", "p95": "#93c5fd"}, unit=" ms")}
+{table(["domain", "requests", *CLASSES, "p50", "p95"], domain_rows)}
+{bar_chart("items-per-collection", f"Items per collection (this spider's{', database ' + db if db else ''})",
+           collections, {"stored": "#16a34a", "quarantined": "#dc2626"})}
+{table(["collection", "documents"], [[name, next(iter(v.values()))] for name, v in collections])}
 </body></html>
 """
+
+
+def _ms_bound(value) -> str:
+    """A latency percentile (the upper bound of its histogram bucket), as text."""
+    if value is None:
+        return "-"
+    return "> 30 s" if value == float("inf") else f"<= {value:g} ms"

@@ -43,7 +43,8 @@ from crawlhub.spider import worker_id
 logger = logging.getLogger(__name__)
 
 # latency histogram bucket upper bounds, milliseconds ("inf" above the last)
-LATENCY_BUCKETS_MS = (25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
+# upper bounds; a local or cached page answers in a few ms, a far one in seconds
+LATENCY_BUCKETS_MS = (2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
 STARTED = "crawlhub_attempt_started"  # meta: when this attempt went to the downloader (monotonic)
 MAX_HELD_LOG = 50_000  # audit entries held while Redis is down; older ones are dropped (and counted)
 

@@ -17,6 +17,7 @@ from collections import Counter
 
 import pytest
 
+from crawlhub.frontier.leases import domain_of
 from crawlhub.sites import refused_port, shop_pages
 from tests.harness import ROOT, cli, queued, seen, start_worker, wait_all
 
@@ -148,11 +149,12 @@ def test_audit_log_has_one_entry_per_attempt_and_metrics_are_served(env, site, r
 
 @pytest.mark.skipif(not (shutil.which("chromium") or shutil.which("chromium-browser")),
                     reason="Debian's chromium is not installed (make test installs it)")
+@pytest.mark.usefixtures("chromium")
 def test_html_report_renders_its_charts_in_chromium(env, site, redis_client, mongo_db, tmp_path):
-    pages = shop_pages(6 * 4, 4)
+    pages = shop_pages(12 * 4, 4)
     shop = site(pages)
     redis_client.lpush("scrapeme:start_urls", f"{shop.url}/shop/")
-    wait_all([start_worker("scrapeme", env, tmp_path, "w")], 120)
+    wait_all([start_worker("scrapeme", {**env, "DOMAIN_RATE": "4/s"}, tmp_path, "w")], 120)  # about 3 s
     path = tmp_path / "report.html"
     out = cli(env, "report", "scrapeme", "--html", str(path))
     assert out.returncode == 0, out.stderr
@@ -176,11 +178,21 @@ def test_html_report_renders_its_charts_in_chromium(env, site, redis_client, mon
             box = chart.bounding_box()
             marks = len(chart.query_selector_all("rect.bar, circle.point"))
             charts[chart.get_attribute("id")] = (box["width"], box["height"], marks)
+        body_width = page.evaluate("document.body.clientWidth")
+        tables = page.evaluate("[...document.querySelectorAll('table')].map(t => t.innerText)")
+        points = len(page.query_selector_all("#pages-per-minute circle.point"))
         browser.close()
     assert set(charts) == {"pages-per-minute", "status-codes", "latency-per-domain", "items-per-collection"}
     for name, (width, height, marks) in charts.items():
         assert width > 0 and height > 0 and marks > 0, (name, width, height, marks)
+        assert width >= 0.95 * body_width, f"{name} uses {width:.0f} of {body_width} px"
+    assert points > 1, "a crawl of a few seconds is drawn in buckets of seconds, not one dot per minute"
     assert shot.stat().st_size > 10_000
+    # the numbers behind the charts; the full domain name; a local page's latency is not the lowest bucket's 25 ms
+    domain = domain_of(shop.url)
+    (per_domain,) = [t for t in tables if t.startswith("domain")]
+    assert domain in per_domain and ("<= 2 ms" in per_domain or "<= 5 ms" in per_domain or "<= 10 ms" in per_domain), per_domain
+    assert any(t.startswith("collection") and "products\t48" in t for t in tables), tables
 
 
 def test_status_counts_this_spiders_items_and_a_finished_crawl_has_no_pace(env, redis_client, mongo_db):
