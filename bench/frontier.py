@@ -1,15 +1,20 @@
 """Frontier benchmark: Scrapy's in-memory scheduler vs scrapy-redis vs crawlhub, in one run.
 
-Serves a generated site on 127.0.0.1 (bench/site.py: every page links to 5
-new pages and 3 already-seen ones), starts a private redis-server, and crawls
-the whole site with the same spider and settings (CONCURRENT_REQUESTS=32, no
-item pipelines, robots.txt off, no politeness limit) under each scheduler in
-turn, one worker; then crawlhub with two workers on one frontier. Prints
-pages/s, ratios, Redis round trips per page (counted in the client: one per
-command or pipeline sent), Redis memory per seen URL and per queued request.
+Serves a generated site on 127.0.0.1 (bench/site.py: page i links to its 5
+children, a tree that reaches every page, and to 3 pages picked by a fixed
+hash, anywhere in the site), starts a private redis-server, and crawls the
+whole site with the same spider and settings (CONCURRENT_REQUESTS=32, no item
+pipelines, robots.txt off, no politeness limit) under each scheduler, one
+worker; and crawlhub with two workers on one frontier. The configurations
+take turns (a round runs each once, the next round in reverse order) for
+--repeat rounds, and the median of each is reported, with every run. A run's
+time goes from its first response to its last, over all its workers (wall
+clock). Prints pages/s, ratios, Redis round trips per page (counted in the
+client: one per command or pipeline sent), Redis memory per seen URL and per
+queued request.
 
-    .venv/bin/python -m bench.frontier            # 20,000 pages
-    .venv/bin/python -m bench.frontier --quick    # 3,000 pages
+    .venv/bin/python -m bench.frontier            # 20,000 pages, 3 rounds
+    .venv/bin/python -m bench.frontier --quick    # 3,000 pages, 3 rounds
 """
 
 from __future__ import annotations
@@ -80,13 +85,13 @@ class Meter:
         return cls(crawler)
 
     def response(self, response, request, spider):
-        now = time.monotonic()
+        now = time.time()  # wall clock: comparable across the workers of a run
         self.first = self.first or now
         self.last = now
         self.pages += 1
 
     def closed(self, spider, reason):
-        result = {"pages": self.pages, "seconds": (self.last or 0) - (self.first or 0), "round_trips": round_trips(),
+        result = {"pages": self.pages, "first": self.first or 0.0, "last": self.last or 0.0, "round_trips": round_trips(),
                   "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "reason": reason}
         Path(os.environ["BENCH_RESULT"]).write_text(json.dumps(result))
 
@@ -149,7 +154,8 @@ def run_crawl(mode: str, url: str, redis_url: str, workers: int = 1) -> dict:
             raise SystemExit(f"{mode} crawl failed (exit {proc.returncode})")
         results.append(json.loads(out.read_text()))
     pages = sum(r["pages"] for r in results)
-    seconds = max(r["seconds"] for r in results)
+    # from the first response of any worker to the last of any (not the longest single worker's span)
+    seconds = max(r["last"] for r in results) - min(r["first"] for r in results if r["first"])
     return {"mode": mode, "workers": workers, "pages": pages, "seconds": seconds, "pages_per_s": pages / seconds,
             "round_trips_per_page": sum(r["round_trips"] for r in results) / pages,
             "rss_mb": max(r["rss_mb"] for r in results)}
@@ -200,6 +206,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pages", type=int, default=20000)
     parser.add_argument("--quick", action="store_true", help="3,000 pages")
+    parser.add_argument("--repeat", type=int, default=3, help="rounds; each configuration runs once per round")
     parser.add_argument("--crawl", help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--redis", help=argparse.SUPPRESS)
@@ -223,29 +230,25 @@ def main(argv=None) -> int:
         base = f"http://127.0.0.1:{port}"
         server = redis.Redis.from_url(redis_url)
         print(f"site: {pages} pages at {base}; Redis {redis_url}; CONCURRENT_REQUESTS=32; one worker unless said")
-        rows = []
-        for mode, workers in (("memory", 1), ("scrapy-redis", 1), ("crawlhub", 1), ("crawlhub", 2)):
-            server.flushall()
-            server.config_resetstat()
-            if mode == "crawlhub":
-                server.lpush(f"{SPIDER}:start_urls", f"{base}/p/0")
-            row = run_crawl(mode, f"{base}/p/0", redis_url, workers)
-            stats = server.info("commandstats")
-            row["scripts_per_page"] = sum(v["calls"] for k, v in stats.items() if k in ("cmdstat_evalsha", "cmdstat_eval")) / row["pages"]
-            row["commands_per_page"] = sum(v["calls"] for v in stats.values()) / row["pages"]
-            if mode == "scrapy-redis":
-                row["df_bytes_per_url"] = memory_of(server, f"{SPIDER}:dupefilter") / max(1, server.scard(f"{SPIDER}:dupefilter"))
-            elif mode == "crawlhub":
-                seen = _seen(server)
-                row["df_bytes_per_url"] = memory_of(server, f"{SPIDER}:dupefilter*") / max(1, seen)
-            rows.append(row)
-            label = f"{mode} x{workers}"
-            extra = f", dupefilter {row['df_bytes_per_url']:.1f} B/URL" if "df_bytes_per_url" in row else ""
-            if mode != "memory":
-                extra += (f"; server side: {row['scripts_per_page']:.2f} script calls and {row['commands_per_page']:.1f} "
-                          "commands/page (INFO commandstats, scripts' inner commands included)")
-            print(f"{label:16} {row['pages']:6} pages in {row['seconds']:6.1f}s = {row['pages_per_s']:7.1f} pages/s, "
-                  f"{row['round_trips_per_page']:5.2f} Redis round trips/page, peak RSS {row['rss_mb']:.0f} MB{extra}", flush=True)
+        configs = [("memory", 1), ("scrapy-redis", 1), ("crawlhub", 1), ("crawlhub", 2)]
+        runs: dict[tuple, list[dict]] = {c: [] for c in configs}
+        for round_ in range(args.repeat):
+            for mode, workers in (configs if round_ % 2 == 0 else configs[::-1]):  # take turns
+                row = measure(server, mode, workers, base, redis_url)
+                runs[(mode, workers)].append(row)
+                label = f"{mode} x{workers}"
+                extra = f", dupefilter {row['df_bytes_per_url']:.1f} B/URL" if "df_bytes_per_url" in row else ""
+                if mode != "memory":
+                    extra += (f"; server side: {row['scripts_per_page']:.2f} script calls and {row['commands_per_page']:.1f} "
+                              "commands/page (INFO commandstats, scripts' inner commands included)")
+                print(f"round {round_ + 1}  {label:16} {row['pages']:6} pages in {row['seconds']:6.1f}s = "
+                      f"{row['pages_per_s']:7.1f} pages/s, {row['round_trips_per_page']:5.2f} Redis round trips/page, "
+                      f"peak RSS {row['rss_mb']:.0f} MB{extra}", flush=True)
+        rows = [median_run(runs[c]) for c in configs]
+        print()
+        for (mode, workers), row in zip(configs, rows, strict=True):
+            every = ", ".join(f"{r['pages_per_s']:.1f}" for r in runs[(mode, workers)])
+            print(f"median {mode} x{workers}: {row['pages_per_s']:.1f} pages/s (runs: {every})")
         qb = queued_request_bytes(server, base)
         mem, sr, ch1, ch2 = rows
         print()
@@ -257,13 +260,36 @@ def main(argv=None) -> int:
         print(f"queued request bytes      {qb['crawlhub']:.0f}    (goal <= 150; payload {qb['crawlhub_payload']} B; scrapy-redis {qb['scrapy-redis']:.0f})")
         # Scrapy does not record a dont_filter start URL as seen, so the in-memory and
         # scrapy-redis runs fetch /p/0 a second time when a page links back to it
-        if any(not pages <= r["pages"] <= pages + 1 for r in rows):
-            print(f"WARNING: not every run crawled {pages} pages: {[r['pages'] for r in rows]}")
+        counts = [r["pages"] for rs in runs.values() for r in rs]
+        if any(not pages <= n <= pages + 1 for n in counts):
+            print(f"WARNING: not every run crawled {pages} pages: {counts}")
     finally:
         site.terminate()
         site.wait()
         redis_server.stop()
     return 0
+
+
+def measure(server, mode: str, workers: int, base: str, redis_url: str) -> dict:
+    """One crawl of the whole site in one configuration, on an empty Redis."""
+    server.flushall()
+    server.config_resetstat()
+    if mode == "crawlhub":
+        server.lpush(f"{SPIDER}:start_urls", f"{base}/p/0")
+    row = run_crawl(mode, f"{base}/p/0", redis_url, workers)
+    stats = server.info("commandstats")
+    row["scripts_per_page"] = sum(v["calls"] for k, v in stats.items() if k in ("cmdstat_evalsha", "cmdstat_eval")) / row["pages"]
+    row["commands_per_page"] = sum(v["calls"] for v in stats.values()) / row["pages"]
+    if mode == "scrapy-redis":
+        row["df_bytes_per_url"] = memory_of(server, f"{SPIDER}:dupefilter") / max(1, server.scard(f"{SPIDER}:dupefilter"))
+    elif mode == "crawlhub":
+        row["df_bytes_per_url"] = memory_of(server, f"{SPIDER}:dupefilter*") / max(1, _seen(server))
+    return row
+
+
+def median_run(rows: list[dict]) -> dict:
+    """The run with the median pages/s (the lower middle one for an even count)."""
+    return sorted(rows, key=lambda r: r["pages_per_s"])[(len(rows) - 1) // 2]
 
 
 def _seen(server) -> int:
