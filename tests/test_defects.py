@@ -300,3 +300,11 @@ def test_a_stopped_worker_does_not_count_its_sleep_as_idle_time(env, redis_clien
     assert time.monotonic() - resumed >= 6, "it closed as if its 20 s asleep had been idle time"
     closing = [line for line in worker.log().splitlines() if "frontier has been empty for" in line]
     assert closing and all(int(line.split("empty for ")[1].split("s")[0]) < 20 for line in closing), closing
+
+
+def test_an_unmodified_scrapy_redis_spider_runs_on_the_frontier(env, site, redis_client, mongo_db, tmp_path):
+    shop = site({"/": html("home", "/a"), "/a": html("a")})
+    redis_client.lpush("t_plain_redis:start_urls", f"{shop.url}/")
+    (worker,) = run_workers("t_plain_redis", {**env, "SPIDER_MODULES": TEST_SPIDERS}, tmp_path, 1)
+    assert sorted(d["title"] for d in mongo_db.pages.find()) == ["a", "home"], worker.log()[-3000:]
+    assert Counter(shop.fetched("/")) == {"/": 1, "/a": 1}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from scrapy_redis.spiders import RedisSpider
+
 from crawlhub.items import Page
 from crawlhub.spider import CrawlhubSpider
 
@@ -27,3 +29,15 @@ class LambdaSpider(CrawlhubSpider):
     def page(self, response):
         return Page(url=response.url, title=response.css("title::text").get(), status=response.status,
                     source_url=response.url)
+
+
+class PlainRedisSpider(RedisSpider):
+    """An unmodified scrapy-redis RedisSpider: it runs on crawlhub's frontier as it is."""
+
+    name = "t_plain_redis"
+
+    def parse(self, response):
+        yield Page(url=response.url, title=response.css("title::text").get(), status=response.status,
+                   source_url=response.url)
+        for href in response.css("a::attr(href)").getall():
+            yield response.follow(href, callback=self.parse)
