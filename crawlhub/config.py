@@ -1,6 +1,6 @@
 """Environment overrides for settings, and helpers to keep secrets out of logs.
 
-Every setting defined in :mod:`crawlhub.settings` can be overridden by an
+Every setting defined in :mod:`crawlhub.default_settings` can be overridden by an
 environment variable of the same name. Values are coerced to the type of the
 default (bool, int, float, list, dict); strings stay strings.
 """

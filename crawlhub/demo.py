@@ -28,9 +28,9 @@ from collections import Counter
 from urllib.parse import urlsplit, urlunsplit
 
 import pymongo
-from scrapy.utils.project import get_project_settings
 
 from crawlhub import services
+from crawlhub.addon import tool_settings
 from crawlhub.config import redact_url
 from crawlhub.connection import get_redis
 from crawlhub.extensions import workers_key
@@ -102,7 +102,7 @@ def claim(server, mongo) -> None:
 
 
 def run(args) -> int:
-    settings = get_project_settings()
+    settings = tool_settings()
     redis_url, mongo_uri = demo_servers(settings, args.use_configured_servers)
     home = services.home_dir(settings.get("CRAWLHUB_HOME"))
     embedded = not args.use_configured_servers

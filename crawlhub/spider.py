@@ -57,17 +57,9 @@ class CrawlhubSpider(Spider):
     browser_needs: tuple[str, ...] = ()
 
     @classmethod
-    def update_settings(cls, settings):
-        super().update_settings(settings)
-        if settings.getbool("TLS_VERIFY"):  # plain downloads verify certificates too (the browser: browser_handler)
-            settings.set("DOWNLOADER_CLIENTCONTEXTFACTORY", VERIFYING_CONTEXT_FACTORY, priority="spider")
-        if cls.use_browser or cls.browser_needs or settings.getbool("BROWSER_ENABLED"):
-            from crawlhub.browser import browser_settings
-
-            for name, value in browser_settings(settings).items():
-                if name == "DOWNLOAD_HANDLERS":
-                    value = {**settings.getdict("DOWNLOAD_HANDLERS"), **value}
-                settings.set(name, value, priority="spider")
+    def crawlhub_settings(cls, settings) -> None:
+        """Settings of this spider that depend on crawlhub's (the add-on calls it after its defaults
+        and the environment are in; Scrapy's ``update_settings`` runs before them)."""
 
     @classmethod
     def from_crawler(cls, crawler, *args, **kwargs):
@@ -76,30 +68,41 @@ class CrawlhubSpider(Spider):
         return spider
 
     def setup_seeds(self, crawler) -> None:
-        settings = crawler.settings
+        """Wire the seed feeder. Its settings are read when the spider opens: Scrapy builds the spider
+        before add-ons (crawlhub's defaults) are applied."""
         self._server = None
+        self._configured = False
+        self._idle_since: float | None = None
+        self._last_idle_check: float | None = None
+        crawler.signals.connect(self._configure, signal=signals.spider_opened)
+        crawler.signals.connect(self._on_idle, signal=signals.spider_idle)
+
+    def _configure(self, spider=None) -> None:
+        if self._configured:
+            return
+        settings = self.crawler.settings
         self.seeds_key = settings.get("REDIS_START_URLS_KEY", "%(name)s:start_urls") % {"name": self.name}
         self.bad_seeds_key = f"{self.name}:bad_seeds"
         self.seed_batch = settings.getint("SEED_BATCH_SIZE") or settings.getint("CONCURRENT_REQUESTS")
         self.seed_max_bytes = settings.getint("SEED_MAX_BYTES")
         self.bad_seeds_max = settings.getint("BAD_SEEDS_MAX")
         self.max_idle = settings.getfloat("MAX_IDLE_TIME_BEFORE_CLOSE")
-        self._idle_since: float | None = None
-        self._last_idle_check: float | None = None
+        # `scrapy shell/check/parse` look at pages: no seeds, no waiting for more
         self.shared = settings.getbool("CRAWLHUB_SHARED", True)
-        if self.shared:  # `scrapy shell/check/parse` look at pages: no seeds, no waiting for more
-            crawler.signals.connect(self._on_idle, signal=signals.spider_idle)
+        self._configured = True
 
     @property
     def server(self):
         """The Redis client (connected on first use, so a spider can be built offline)."""
         if self._server is None:
+            self._configure()
             self._server = get_redis(self.crawler.settings)
             self.logger.info("Reading seeds from Redis key %r (batch %d)", self.seeds_key, self.seed_batch)
         return self._server
 
     # -- seeds -------------------------------------------------------------
     async def start(self):
+        self._configure()
         if not self.shared:
             return
         for request in self.next_seed_requests():
@@ -115,6 +118,7 @@ class CrawlhubSpider(Spider):
                 self.reject_seed(raw, str(exc))
 
     def make_request_from_seed(self, raw: bytes) -> Request:
+        self._configure()
         seed = parse_seed(raw, self.seed_max_bytes)
         callback = None
         if seed.callback:
@@ -137,6 +141,7 @@ class CrawlhubSpider(Spider):
         )
 
     def reject_seed(self, raw: bytes, reason: str) -> None:
+        self._configure()
         text = raw.decode("utf-8", "backslashreplace")
         shown = text if len(text) <= 200 else text[:200] + "..."
         self.logger.warning("Bad seed %r: %s; moved to %s", shown, reason, self.bad_seeds_key)
@@ -157,6 +162,9 @@ class CrawlhubSpider(Spider):
         cluster's frontier is empty (0 = wait for seeds forever).
         """
         if spider is not self:
+            return
+        self._configure()
+        if not self.shared:
             return
         scheduler = self.crawler.engine.scheduler
         if getattr(scheduler, "budget_exhausted", False):

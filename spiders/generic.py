@@ -15,8 +15,8 @@ class GenericSpider(CrawlhubSpider):
     name = "generic"
 
     @classmethod
-    def update_settings(cls, settings):
-        super().update_settings(settings)
+    def crawlhub_settings(cls, settings):
+        super().crawlhub_settings(settings)
         explicit = "DEPTH_LIMIT" in settings.getlist("CRAWLHUB_ENV_OVERRIDES") or (
             settings.getpriority("DEPTH_LIMIT") >= SETTINGS_PRIORITIES["cmdline"]
         )

@@ -11,10 +11,11 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def project_settings(**overrides) -> dict:
-    """crawlhub's settings module as a dict, with overrides."""
-    from crawlhub import settings as module
+    """crawlhub's project settings and its defaults (what the add-on installs) as a dict, with overrides."""
+    from crawlhub import default_settings, settings
 
-    values = {name: getattr(module, name) for name in dir(module) if name.isupper()}
+    values = {name: getattr(module, name) for module in (default_settings, settings) for name in dir(module)
+              if name.isupper()}
     values.update(overrides)
     return values
 

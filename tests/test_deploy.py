@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from crawlhub import settings as project_settings
+from crawlhub import default_settings as project_settings
 from crawlhub.sites import shop_pages
 from tests.harness import ROOT, cli, run_workers, start_worker
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from crawlhub import settings as project_settings
+from crawlhub import default_settings as project_settings
 from crawlhub.cli import spider_keys
 from tests.harness import ROOT
 from tests.helpers import project_settings as settings_dict

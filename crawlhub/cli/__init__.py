@@ -11,9 +11,9 @@ import sys
 import time
 
 import click
-from scrapy.utils.project import get_project_settings
 
 from crawlhub import services
+from crawlhub.addon import tool_settings
 from crawlhub.config import redact_url
 from crawlhub.frontier.leases import Frontier, Keys, domain_of
 from crawlhub.ops import (
@@ -47,7 +47,7 @@ class BadInput(click.ClickException):
 
 
 def _settings():
-    return get_project_settings()
+    return tool_settings()
 
 
 def _redis():

@@ -7,6 +7,7 @@ import sys
 
 from scrapy.commands.crawl import Command as _Base
 
+from crawlhub.addon import apply_spider, install
 from crawlhub.connection import Unreachable, connect_redis
 from crawlhub.frontier.dupefilter import FilterMismatch, make_filter
 
@@ -27,8 +28,10 @@ class Command(_Base):
             spidercls = self.crawler_process.spider_loader.load(spider_name)
         except KeyError:
             return  # Scrapy says so itself
-        settings = self.settings.copy()
+        settings = self.settings.copy()  # as the crawl will have them: the spider's, then crawlhub's
         spidercls.update_settings(settings)
+        install(settings)
+        apply_spider(settings, spidercls)
         server = connect_redis(settings)
         try:
             make_filter(server, settings, settings.get("SCHEDULER_DUPEFILTER_KEY") % {"spider": spider_name})

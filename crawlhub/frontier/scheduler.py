@@ -159,7 +159,7 @@ class RedisScheduler(Scheduler):
                 timer.start(interval, now=False)
                 self.timers.append(timer)
         url = services.redis_url(settings)
-        seeds_key = getattr(spider, "seeds_key", f"{spider.name}:start_urls")
+        seeds_key = settings.get("REDIS_START_URLS_KEY", "%(name)s:start_urls") % {"name": spider.name}
         logger.info("Shared frontier on Redis %s%s; seed it with: %s", redact_url(url),
                     "" if settings.get("REDIS_URL") else " (embedded)", services.seed_command(url, seeds_key))
         counts = self.frontier.counts()

@@ -1,0 +1,313 @@
+"""crawlhub's settings: every setting with its default.
+
+:class:`crawlhub.Addon` puts these into a Scrapy project's settings at the
+"addon" priority (so the project's own settings.py wins), then applies the
+environment: each name below can be overridden by an environment variable of
+the same name (``REDIS_URL=redis://10.0.0.5:6379/0 scrapy crawl scrapeme``),
+read as the default's type. ``-s NAME=VALUE`` on the command line wins over
+both. The README's configuration table lists them all.
+
+Two settings are read before any add-on runs, so a project sets them itself
+(crawlhub's own settings.py does): ``COMMANDS_MODULE = "crawlhub.commands"``
+(``scrapy crawl`` checks Redis first; shell, check, parse, fetch and view stay
+off the shared frontier) and, for ``scrapy genspider -t crawlhub``,
+``TEMPLATES_DIR`` (:data:`crawlhub.TEMPLATES_DIR`).
+"""
+
+# False: this process does not join the shared frontier (Scrapy's in-memory
+# scheduler, no seeds, no worker record, no cluster stats); the shell, check,
+# parse, fetch and view commands set it.
+CRAWLHUB_SHARED = True
+# --- Services -------------------------------------------------------------
+# Unset (empty) = the embedded local servers under CRAWLHUB_HOME, started on
+# first use and shared by every worker on this machine.
+REDIS_URL = ""
+# Seconds a starting worker waits for Redis to answer before it gives up.
+REDIS_STARTUP_WAIT = 30.0
+# Reconnection tries (exponential backoff, 0.1 s to 3 s) before a Redis call fails.
+REDIS_RETRIES = 10
+# Extra redis-py client options (JSON object in the environment).
+REDIS_PARAMS = {}
+MONGO_URI = ""
+MONGO_DATABASE = "crawlhub"
+# Where the embedded servers keep their data; empty = <project>/.crawlhub
+CRAWLHUB_HOME = ""
+# Ports of the embedded servers when free (so plain `redis-cli lpush ...` reaches it);
+# taken: a free port, and the log prints the exact `redis-cli -p PORT ...` line. 0 = any free port.
+EMBEDDED_REDIS_PORT = 6379
+EMBEDDED_MONGO_PORT = 27017
+
+# --- Frontier (scrapy-redis, JSON-serialized, shared by every worker) ------
+SCHEDULER = "crawlhub.frontier.scheduler.RedisScheduler"
+DUPEFILTER_CLASS = "crawlhub.frontier.dupefilter.RedisDupeFilter"
+SCHEDULER_QUEUE_CLASS = "crawlhub.frontier.queue.JsonPriorityQueue"
+SCHEDULER_QUEUE_KEY = "%(spider)s:requests"
+SCHEDULER_DUPEFILTER_KEY = "%(spider)s:dupefilter"
+# A worker never wipes the shared queue or dupefilter when it closes; only
+# `crawlhub reset SPIDER` does. (scrapy-redis's default, False, would.)
+SCHEDULER_PERSIST = True
+# Classes a request read back from Redis may be rebuilt as (anything else is
+# refused: a payload must not be able to import code).
+FRONTIER_REQUEST_CLASSES = [
+    "scrapy.http.request.Request",
+    "scrapy.http.request.form.FormRequest",
+    "scrapy.http.request.json_request.JsonRequest",
+]
+# How often (seconds) an idle worker checks the shared queue for work that
+# other workers pushed (Scrapy alone would wait for its 5 s heartbeat); 0 = off.
+FRONTIER_POLL_INTERVAL = 0.5
+# Undecodable payloads are set aside in <spider>:bad_requests (capped).
+FRONTIER_BAD_REQUESTS_MAX = 10000
+# Ready domains a lease looks at, best head-of-queue priority first.
+FRONTIER_DOMAINS_PER_LEASE = 16
+# Most requests one call to the frontier leases (the downloader's free slots, up to this).
+FRONTIER_LEASE_BATCH = 32
+# Duplicate filter (docs/frontier.md): "exact" = 64-bit fingerprints in
+# DUPEFILTER_BUCKETS integer sets (~8.5 bytes per URL while each bucket stays
+# under Redis's set-max-intset-entries, 512: buckets >= URLs / 400); "bloom" =
+# a Bloom filter for DUPEFILTER_BLOOM_CAPACITY URLs at DUPEFILTER_BLOOM_ERROR_RATE
+# (RedisBloom when the server has it, else a Redis bitmap; ~1.8 bytes per URL at 0.1%).
+DUPEFILTER_MODE = "exact"
+DUPEFILTER_BUCKETS = 4096
+DUPEFILTER_BLOOM_CAPACITY = 10000000
+DUPEFILTER_BLOOM_ERROR_RATE = 0.001
+
+# --- Politeness: per domain, for the whole cluster (docs/politeness.md) -----
+# Requests per second to one domain from all workers together ("4", "4/s",
+# "30/m", "100/h"; 0 = no limit), and downloads at once (0 = no limit).
+DOMAIN_RATE = "4/s"
+DOMAIN_CONCURRENCY = 8
+# Per-domain overrides: {"example.com": "1/s", "big.org": {"rate": "20/s", "concurrency": 16}}.
+# `crawlhub limits set DOMAIN RATE --concurrency N` overrides both at run time.
+DOMAIN_LIMITS = {}
+# Requests a domain may take back to back after a quiet spell (1 = strictly paced).
+DOMAIN_BURST = 1
+# Answers that slow a domain down for every worker (Retry-After blocks it
+# until then); each doubles the interval, up to DOMAIN_BACKOFF_MAX_FACTOR
+# times; each success multiplies the factor by DOMAIN_RECOVERY until it is 1.
+# A domain with no rate limit is slowed from DOMAIN_BACKOFF_BASE seconds.
+DOMAIN_SLOWDOWN_CODES = [429, 503]
+DOMAIN_BACKOFF_MAX_FACTOR = 32.0
+DOMAIN_RECOVERY = 0.8
+DOMAIN_BACKOFF_BASE = 0.5
+
+# --- Leases, retries, dead letters (docs/reliability.md) -------------------
+# Seconds a lease lasts without renewal; live workers renew every LEASE_TTL/3.
+LEASE_TTL = 60.0
+# How often (seconds) a worker runs lease upkeep, and how often one of the
+# workers looks for expired leases of dead workers.
+LEASE_MAINTENANCE_INTERVAL = 1.0
+LEASE_RECLAIM_INTERVAL = 5.0
+# A request whose lease expired more often than this goes to the DLQ.
+LEASE_MAX_EXPIRIES = 5
+# Retries after the first attempt (Scrapy's setting), then <spider>:dlq.
+RETRY_TIMES = 2
+RETRY_HTTP_CODES = [500, 502, 503, 504, 522, 524, 408, 429]
+# Backoff before retry n: RETRY_BACKOFF_BASE * 2**(n-1) seconds, at most
+# RETRY_BACKOFF_MAX, times a random 0.5-1.0; never before Retry-After.
+RETRY_BACKOFF_BASE = 1.0
+RETRY_BACKOFF_MAX = 60.0
+# Requests (pages) the whole cluster may take for a spider; 0 = no limit.
+# `crawlhub budget SPIDER N` sets it at run time (<spider>:budget wins).
+CRAWL_BUDGET = 0
+
+# --- Seeds ----------------------------------------------------------------
+REDIS_START_URLS_KEY = "%(name)s:start_urls"
+# Seeds read per idle tick; 0 = CONCURRENT_REQUESTS.
+SEED_BATCH_SIZE = 0
+SEED_MAX_BYTES = 8192
+BAD_SEEDS_MAX = 10000
+# Seconds a worker waits with no seeds and an empty shared queue before it
+# closes; 0 = wait for seeds forever (scrapy-redis's convention).
+MAX_IDLE_TIME_BEFORE_CLOSE = 0
+
+# --- Workers --------------------------------------------------------------
+WORKER_HEARTBEAT_INTERVAL = 5.0
+# A running worker whose last heartbeat is older than this is shown dead; 0 = 3 heartbeats.
+WORKER_DEAD_AFTER = 0.0
+
+# --- Cluster stats, audit log, metrics (docs/cli.md) ------------------------
+# Every worker counts each download attempt (per spider and domain: requests,
+# status classes, errors, bytes, latency histogram; items, retries, DLQ) and
+# sends the counts and its audit-log entries to Redis in one pipeline every
+# CLUSTER_STATS_INTERVAL seconds. Per-minute counts are kept CLUSTER_STATS_RETENTION
+# seconds; the audit log (a stream per spider) keeps about AUDIT_LOG_MAXLEN attempts.
+CLUSTER_STATS_ENABLED = True
+CLUSTER_STATS_INTERVAL = 2.0
+CLUSTER_STATS_RETENTION = 172800
+AUDIT_LOG_MAXLEN = 100000
+# Prometheus metrics of this worker on http://METRICS_ADDRESS:METRICS_PORT/metrics; 0 = off.
+METRICS_PORT = 0
+METRICS_ADDRESS = "0.0.0.0"
+EXTENSIONS = {
+    "crawlhub.extensions.WorkerRegistry": 500,
+    # no listening ports on workers
+    "scrapy.extensions.telnet.TelnetConsole": None,
+    "scrapy.extensions.remote_control.RemoteControl": None,
+}
+
+DOWNLOADER_MIDDLEWARES = {
+    # closest to the engine: ends the lease of a dropped or failed request
+    "crawlhub.middlewares.leases.LeaseDownloaderMiddleware": 10,
+    "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
+    "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
+    "crawlhub.middlewares.robots.SharedRobotsMiddleware": 100,
+    # which requests Chromium renders (decided before the proxy and the header
+    # profile are chosen: both depend on it); browser timeouts become retries
+    "crawlhub.browser.BrowserMiddleware": 370,
+    # a proxy from the domain's pool, then one coherent browser header profile
+    # (before Scrapy's DefaultHeaders 400 and UserAgent 500, which only fill gaps)
+    "crawlhub.proxies.ProxyMiddleware": 380,
+    "crawlhub.profiles.HeaderProfileMiddleware": 395,
+    "crawlhub.middlewares.retry.FrontierRetryMiddleware": 550,
+    # Scrapy's redirects, but too many hops, a loop or a hop off the seed's host end the lease
+    "scrapy.downloadermiddlewares.redirect.MetaRefreshMiddleware": None,
+    "scrapy.downloadermiddlewares.redirect.RedirectMiddleware": None,
+    "crawlhub.middlewares.redirect.FrontierMetaRefreshMiddleware": 580,
+    "crawlhub.middlewares.redirect.FrontierRedirectMiddleware": 600,
+    # sees a proxied answer before retries do: a ban switches proxy, not an attempt
+    "crawlhub.proxies.ProxyBanMiddleware": 900,
+    # closest to the download: sees every raw response (429, 3xx) first
+    "crawlhub.middlewares.politeness.PolitenessMiddleware": 950,
+    # every attempt, as it went out and came back: cluster stats and the audit log
+    "crawlhub.stats.ClusterStatsMiddleware": 990,
+}
+SPIDER_MIDDLEWARES = {
+    # closest to the engine: knows when a page's output is all processed
+    "crawlhub.middlewares.leases.LeaseSpiderMiddleware": 10,
+}
+
+# --- Crawling -------------------------------------------------------------
+# Name yourself to the sites you crawl: "mycrawler/1.0 (+https://example.org/bot)". Sent
+# when header profiles are off (HEADER_PROFILES_ENABLED); robots.txt rules are always
+# matched for ROBOTSTXT_USER_AGENT or this name, whatever browser the requests look like.
+USER_AGENT = "crawlhub/0.1"
+# robots.txt is fetched once per origin per ROBOTSTXT_TTL seconds for the
+# whole cluster and kept in Redis (crawlhub:robots:<origin>). Google's rules:
+# 4xx = allow all; 5xx, 429 or no answer = disallow all, and the origin's
+# requests wait ROBOTSTXT_ERROR_RETRY seconds before it is fetched again.
+ROBOTSTXT_OBEY = True
+# The name matched against robots.txt's User-agent lines; empty = USER_AGENT.
+ROBOTSTXT_USER_AGENT = ""
+ROBOTSTXT_TTL = 86400
+ROBOTSTXT_ERROR_RETRY = 600
+# Times a request waits for an unavailable robots.txt before it goes to the DLQ with the reason.
+ROBOTSTXT_UNAVAILABLE_MAX_WAITS = 3
+ROBOTSTXT_TIMEOUT = 10
+# Larger robots.txt files are cut here (Google reads 500 KiB).
+ROBOTSTXT_MAX_BYTES = 512000
+CONCURRENT_REQUESTS = 16
+# Per worker; the cluster-wide cap per domain is DOMAIN_CONCURRENCY.
+CONCURRENT_REQUESTS_PER_DOMAIN = 16
+DOWNLOAD_DELAY = 0.0
+DOWNLOAD_TIMEOUT = 30
+# A larger answer is cancelled and its request goes to the DLQ with the reason (Scrapy's default, 1 GiB,
+# would hold a worker's memory on one file); over DOWNLOAD_WARNSIZE the log says so.
+DOWNLOAD_MAXSIZE = 32 * 1024 * 1024
+DOWNLOAD_WARNSIZE = 8 * 1024 * 1024
+# Verify TLS certificates, for plain downloads and browser pages alike. False is Scrapy's own
+# default (an https site with a self-signed or expired certificate is crawled); True refuses such sites.
+TLS_VERIFY = False
+DEPTH_LIMIT = 0
+# Depth limit of the `generic` spider when DEPTH_LIMIT is not set explicitly.
+GENERIC_DEPTH_LIMIT = 3
+TWISTED_REACTOR = "twisted.internet.asyncioreactor.AsyncioSelectorReactor"
+FEED_EXPORT_ENCODING = "utf-8"
+LOG_LEVEL = "INFO"
+
+# --- Browser: headless Chromium through scrapy-playwright (docs/browser.md) ---
+# Spiders with use_browser or browser_needs get the browser download handler;
+# True gives it to every spider (needed for meta={"browser": True} elsewhere).
+BROWSER_ENABLED = False
+# Chromium to launch; empty = chromium (Debian) or chromium-browser on PATH.
+CHROMIUM_PATH = ""
+# Per worker: browser contexts, and pages open at once in each.
+BROWSER_MAX_CONTEXTS = 2
+BROWSER_MAX_PAGES_PER_CONTEXT = 4
+# Seconds for a page's navigation (then an ordinary retry, then the DLQ: "browser timeout").
+BROWSER_TIMEOUT = 30.0
+# Resource types the browser does not load (Playwright's resource_type names).
+BROWSER_ABORT_RESOURCES = ["image", "font", "media"]
+# browser_needs fallback: a domain whose plain pages lack the data this often
+# (and at least BROWSER_MARK_MIN_FALLBACKS times) is rendered directly by every worker.
+BROWSER_MARK_RATIO = 0.5
+BROWSER_MARK_MIN_FALLBACKS = 1
+# Seconds between a worker's reads of the domains that need the browser.
+BROWSER_DOMAINS_REFRESH = 5.0
+
+# --- Header profiles (docs/anti-blocking.md) ----------------------------------
+# Every request carries one real browser's whole navigation header set
+# (crawlhub/data/browser_profiles.json): "rotate" = a profile per request,
+# "sticky" = one per proxy (per domain without proxies) for the whole cluster.
+# Headers a spider sets itself win. A spider's header_profile attribute (or
+# meta["header_profile"]) may name a policy, a profile id, or False.
+HEADER_PROFILES_ENABLED = True
+HEADER_PROFILES_POLICY = "rotate"
+# Narrow the choice: families chrome, edge, firefox, safari; os windows, macos, linux (empty = all).
+HEADER_PROFILES_FAMILIES = []
+HEADER_PROFILES_OS = []
+# One profile id for every request (`crawlhub profiles list`); empty = choose.
+HEADER_PROFILES_PIN = ""
+# Another profile file (same format; `crawlhub profiles check FILE` validates it); empty = the bundled one.
+HEADER_PROFILES_FILE = ""
+
+# --- Proxies (docs/anti-blocking.md) ----------------------------------------
+# Pools by provider or type, cheapest first: {"datacenter": ["http://user:pw@host:port", ...],
+# "residential": [{"url": "...", "country": "de"}]} (JSON in the environment), and/or a
+# file with one proxy per line: URL [pool=NAME] [country=CC] [name=ID]. Empty = no proxies.
+PROXY_POOLS = {}
+PROXY_FILE = ""
+# Escalation order of the pools (empty = the order they are declared in).
+PROXY_TIERS = []
+# round_robin, random, or sticky (one proxy per domain for the whole cluster while it is healthy).
+PROXY_ROTATION = "round_robin"
+# A proxied answer with one of these codes, or a body with one of these
+# markers (case-insensitive; a spider's ban_markers add to them), or a
+# connection error is a failure of the proxy on that domain.
+PROXY_BAN_CODES = [403, 407, 429, 503]
+PROXY_BAN_MARKERS = []
+# Failures in a row (per proxy and domain) before the proxy cools down on the domain
+# for PROXY_COOLDOWN seconds, doubling with each further failure up to PROXY_COOLDOWN_MAX.
+PROXY_BAN_AFTER = 2
+PROXY_COOLDOWN = 60.0
+PROXY_COOLDOWN_MAX = 3600.0
+# Failures in a row on any domain that make a proxy dead for PROXY_COOLDOWN_MAX seconds.
+PROXY_DEAD_AFTER = 10
+# Cool-downs in a pool after which a domain moves to the next pool, for PROXY_TIER_TTL seconds.
+PROXY_ESCALATE_AFTER = 3
+PROXY_TIER_TTL = 86400
+# Immediate re-fetches of a page through another proxy (not attempts of the page).
+PROXY_MAX_SWITCHES = 5
+# Seconds a worker trusts its copy of a domain's proxy state before reading Redis again.
+PROXY_STATE_REFRESH = 1.0
+
+# --- Items ----------------------------------------------------------------
+ITEM_PIPELINES = {
+    "crawlhub.pipelines.clean.CleanPipeline": 100,
+    "crawlhub.pipelines.validate.ValidatePipeline": 200,
+    "crawlhub.pipelines.dedupe.DedupePipeline": 300,
+    "crawlhub.pipelines.mongo.MongoPipeline": 800,
+}
+# DedupePipeline drops an item one page fetch yielded twice; it remembers the
+# item keys of this many recent pages (never across pages or crawl rounds:
+# MongoDB's unique key makes those one document).
+DEDUPE_PAGES = 1000
+# Longer texts in an item are cut here at clean time (logged, counted); 0 = no cap.
+# MongoDB refuses documents over 16 MB: such a document is quarantined, described.
+ITEM_FIELD_MAX_CHARS = 1000000
+# Currency assumed when a price shows none (ISO 4217); empty = none.
+DEFAULT_CURRENCY = ""
+# Bulk upserts are flushed at this many items or this many seconds.
+MONGO_BATCH_SIZE = 100
+MONGO_FLUSH_INTERVAL = 2.0
+MONGO_QUARANTINE_COLLECTION = "quarantine"
+# Flush tries at close, within MONGO_CLOSE_TIMEOUT seconds in all, before unsaved items go
+# to CRAWLHUB_HOME/unsaved/ (deploy/ gives a worker 60 s to stop: it must be done well before)
+MONGO_CLOSE_RETRIES = 5
+MONGO_CLOSE_TIMEOUT = 20.0
+# Items buffered while MongoDB is down before the worker waits for it.
+MONGO_BUFFER_MAX = 1000
+MONGO_SERVER_SELECTION_TIMEOUT_MS = 10000
+
+# The names the environment overrode (names only: some values are secrets); set by the add-on.
+CRAWLHUB_ENV_OVERRIDES = []
