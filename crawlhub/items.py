@@ -1,5 +1,18 @@
-"""Item types. Each declares its MongoDB collection, unique key, required
-fields and URL fields; pipelines read these through :func:`item_meta`.
+"""Item types. Each declares, as class variables, what the pipelines need to know
+of it; the pipelines read these through :func:`item_meta` and never name a
+concrete type, so a project's own item type works without editing them:
+
+* ``collection``: the MongoDB collection; ``key_fields``: its unique key;
+* ``required``: fields that must not be empty (else: quarantine);
+* ``url_fields``: made absolute against the item's ``source_url`` (or ``url``),
+  and must be http(s) URLs;
+* ``price_fields``: price field -> its currency field; the price is parsed
+  ("£1,234.5" -> "1234.50", "GBP"; the spider's ``currency`` or
+  DEFAULT_CURRENCY when it shows none) and must then be a decimal number, the
+  currency an ISO 4217 code;
+* ``host_fields``: filled, when empty, with the host of ``source_url`` (or ``url``);
+* ``derived_keys``: field -> the fields whose values make it (a SHA-1 of them),
+  for items without a natural id.
 
 Fields default to None so a spider can build an item from whatever it found;
 ValidatePipeline decides whether that is enough to store.
@@ -7,6 +20,7 @@ ValidatePipeline decides whether that is enough to store.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import ClassVar
@@ -18,6 +32,8 @@ class Product:
     key_fields: ClassVar[tuple[str, ...]] = ("site", "id")
     required: ClassVar[tuple[str, ...]] = ("site", "id", "name", "price", "currency", "url", "source_url")
     url_fields: ClassVar[tuple[str, ...]] = ("url", "image_url", "source_url")
+    price_fields: ClassVar[dict[str, str]] = {"price": "currency"}
+    host_fields: ClassVar[tuple[str, ...]] = ("site",)
 
     id: str | None = None
     name: str | None = None
@@ -36,6 +52,7 @@ class Quote:
     key_fields: ClassVar[tuple[str, ...]] = ("quote_id",)
     required: ClassVar[tuple[str, ...]] = ("quote_id", "text", "author", "source_url")
     url_fields: ClassVar[tuple[str, ...]] = ("author_url", "source_url")
+    derived_keys: ClassVar[dict[str, tuple[str, ...]]] = {"quote_id": ("text", "author")}
 
     text: str | None = None
     author: str | None = None
@@ -68,10 +85,15 @@ VOLATILE_FIELDS = ("scraped_at", "source_url")
 
 @dataclass(frozen=True)
 class ItemMeta:
+    """What the pipelines know of an item type (see the module's docstring)."""
+
     collection: str
     key_fields: tuple[str, ...]
     required: tuple[str, ...]
     url_fields: tuple[str, ...]
+    price_fields: tuple[tuple[str, str], ...] = ()  # (price field, currency field)
+    host_fields: tuple[str, ...] = ()
+    derived_keys: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (field, fields it is made of)
 
 
 PAGE_ATTR = "_crawlhub_page"
@@ -96,5 +118,15 @@ def item_meta(item) -> ItemMeta:
     """
     cls = type(item)
     if hasattr(cls, "collection") and hasattr(cls, "key_fields"):
-        return ItemMeta(cls.collection, cls.key_fields, cls.required, cls.url_fields)
+        return _type_meta(cls)
     return ItemMeta(item.get("_collection", "items"), ("url",), ("url",), ("url",))
+
+
+@functools.lru_cache(maxsize=256)
+def _type_meta(cls) -> ItemMeta:
+    return ItemMeta(
+        cls.collection, tuple(cls.key_fields), tuple(getattr(cls, "required", ())), tuple(getattr(cls, "url_fields", ())),
+        price_fields=tuple(getattr(cls, "price_fields", {}).items()),
+        host_fields=tuple(getattr(cls, "host_fields", ())),
+        derived_keys=tuple((name, tuple(parts)) for name, parts in getattr(cls, "derived_keys", {}).items()),
+    )

@@ -113,3 +113,32 @@ def test_writer_sets_aside_what_mongodb_cannot_store_and_writes_the_rest(mongo_d
     reasons = {d["item"]["url"]: d["reasons"][0] for d in mongo_db.quarantine.find()}
     assert reasons[bad["url"]].startswith("MongoDB cannot store it:") and "cannot encode object" in reasons[bad["url"]]
     assert "is over MongoDB's limit" in reasons[big["url"]]
+
+
+def test_an_item_type_of_the_projects_own_is_cleaned_validated_and_stored_by_its_key(env, site, redis_client, mongo_db,
+                                                                                      tmp_path):
+    def listing(books, nxt=None):
+        rows = "".join(f'<li data-isbn="{isbn}"><h3> {title} </h3><span class="price">{price}</span>'
+                       f'<a href="/book/{isbn}">more</a><img src="../img/{isbn}.jpg"></li>' for isbn, title, price in books)
+        more = f'<a class="next" href="{nxt}">next</a>' if nxt else ""
+        return f"<html><body><ul>{rows}</ul>{more}</body></html>"
+
+    shop = site({
+        "/list/1/": listing([("111", "Dune", "£12.5"), ("222", "Emma", "£1,234.00")], "/list/2/"),
+        # the same book again (its key: one document), and one whose price is no price (quarantined)
+        "/list/2/": listing([("111", "Dune", "£12.50"), ("333", "Ulysses", "call us")]),
+    })
+    redis_client.lpush("t_books:start_urls", f"{shop.url}/list/1/")
+    run_workers("t_books", {**env, "SPIDER_MODULES": "spiders,tests.sites.spiders"}, tmp_path, 1)
+    books = {d["isbn"]: d for d in mongo_db.books.find()}
+    assert sorted(books) == ["111", "222"]
+    dune = books["111"]
+    assert (dune["title"], dune["price"], dune["currency"], dune["shop"]) == ("Dune", "12.50", "GBP", "127.0.0.1")
+    assert dune["url"] == f"{shop.url}/book/111" and dune["cover"] == f"{shop.url}/list/img/111.jpg"
+    from crawlhub.pipelines.clean import derived_key
+
+    assert dune["slug"] == derived_key("Dune", "111") and books["222"]["price"] == "1234.00"
+    assert {i["name"] for i in mongo_db.books.list_indexes()} >= {"item_key"}
+    (bad,) = mongo_db.quarantine.find()
+    assert bad["collection"] == "books" and bad["item"]["isbn"] == "333"
+    assert bad["reasons"] == ["price 'call us' is not a decimal number"]

@@ -2,10 +2,12 @@
 
 * every text field: whitespace collapsed and stripped; empty becomes None;
 * URL fields: made absolute against the item's source_url;
-* Product.price "£63.00" -> price "63.00", currency "GBP", parsed with
-  price-parser (currency symbols mapped to ISO 4217 codes; a bare "$" is USD
-  unless the spider's ``currency`` attribute or DEFAULT_CURRENCY says otherwise);
-* Product.site from the URL's host; Quote.quote_id = sha1(text + author);
+* the item type's price fields (``price_fields``): "£63.00" -> "63.00" and
+  currency "GBP", parsed with price-parser (currency symbols mapped to ISO
+  4217 codes; a bare "$" is USD unless the spider's ``currency`` attribute or
+  DEFAULT_CURRENCY says otherwise);
+* ``host_fields`` from the URL's host; ``derived_keys`` as SHA-1 of their
+  fields (Quote.quote_id = sha1(text + author)); see crawlhub.items;
 * a text longer than ITEM_FIELD_MAX_CHARS is cut there (logged and counted:
   ``items/truncated_fields``), so one huge field cannot make a document
   MongoDB refuses;
@@ -24,7 +26,7 @@ from urllib.parse import urljoin, urlsplit
 from itemadapter import ItemAdapter
 from price_parser import Price
 
-from crawlhub.items import Product, Quote, item_meta
+from crawlhub.items import item_meta
 
 logger = logging.getLogger(__name__)
 _WS = re.compile(r"\s+")
@@ -69,8 +71,13 @@ def parse_price(text, fallback_currency: str | None = None) -> tuple[str | None,
     return format(amount, "f"), currency_code(price.currency, fallback_currency)
 
 
+def derived_key(*values) -> str:
+    """A key made of field values: SHA-1 of them joined by \\x1f (None as empty)."""
+    return hashlib.sha1("\x1f".join("" if v is None else str(v) for v in values).encode()).hexdigest()
+
+
 def quote_key(text: str | None, author: str | None) -> str:
-    return hashlib.sha1(f"{text or ''}\x1f{author or ''}".encode()).hexdigest()
+    return derived_key(text, author)
 
 
 class CleanPipeline:
@@ -96,14 +103,17 @@ class CleanPipeline:
         for name in item_meta(item).url_fields:
             if name in adapter and adapter.get(name) and base:
                 adapter[name] = urljoin(base, adapter[name])
-        if isinstance(item, Product):
+        meta = item_meta(item)
+        if meta.price_fields:
             spider_currency = getattr(self.crawler.spider, "currency", None) or self.default_currency
-            item.price, found = parse_price(item.price, spider_currency)
-            item.currency = currency_code(item.currency, None) or found
-            if not item.site:
-                item.site = urlsplit(item.source_url or item.url or "").hostname
-        elif isinstance(item, Quote):
-            item.quote_id = quote_key(item.text, item.author)
+            for price_field, currency_field in meta.price_fields:
+                adapter[price_field], found = parse_price(adapter.get(price_field), spider_currency)
+                adapter[currency_field] = currency_code(adapter.get(currency_field), None) or found
+        for name in meta.host_fields:
+            if not adapter.get(name):
+                adapter[name] = urlsplit(adapter.get("source_url") or adapter.get("url") or "").hostname
+        for name, parts in meta.derived_keys:
+            adapter[name] = derived_key(*(adapter.get(part) for part in parts))
         if "scraped_at" in adapter.field_names() and adapter.get("scraped_at") is None:
             adapter["scraped_at"] = datetime.now(timezone.utc)
         return item

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 from itemadapter import ItemAdapter
 from scrapy.exceptions import DropItem
 
-from crawlhub.items import Product, item_meta
+from crawlhub.items import item_meta
 
 _DECIMAL = re.compile(r"\d+(\.\d+)?")
 _ISO4217 = re.compile(r"[A-Z]{3}")
@@ -37,11 +37,12 @@ def problems(item) -> list[str]:
             isinstance(value, str) and urlsplit(value).scheme in ("http", "https") and urlsplit(value).hostname
         ):
             found.append(f"{name} {str(value)[:200]!r} is not an absolute http(s) URL")
-    if isinstance(item, Product):
-        if item.price and not _DECIMAL.fullmatch(item.price):
-            found.append(f"price {item.price[:50]!r} is not a decimal number")
-        if item.currency and not _ISO4217.fullmatch(item.currency):
-            found.append(f"currency {item.currency[:20]!r} is not an ISO 4217 code")
+    for price_field, currency_field in meta.price_fields:
+        price, currency = adapter.get(price_field), adapter.get(currency_field)
+        if price and not _DECIMAL.fullmatch(str(price)):
+            found.append(f"{price_field} {str(price)[:50]!r} is not a decimal number")
+        if currency and not _ISO4217.fullmatch(str(currency)):
+            found.append(f"{currency_field} {str(currency)[:20]!r} is not an ISO 4217 code")
     return found
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import ClassVar
+
 from scrapy_redis.spiders import RedisSpider
 
 from crawlhub.items import Page
@@ -41,3 +44,39 @@ class PlainRedisSpider(RedisSpider):
                    source_url=response.url)
         for href in response.css("a::attr(href)").getall():
             yield response.follow(href, callback=self.parse)
+
+
+@dataclass
+class Book:
+    """An item type of a project's own (not in crawlhub/items.py): its rules are its declarations."""
+
+    collection: ClassVar[str] = "books"
+    key_fields: ClassVar[tuple[str, ...]] = ("shop", "isbn")
+    required: ClassVar[tuple[str, ...]] = ("shop", "isbn", "title", "price", "currency", "url")
+    url_fields: ClassVar[tuple[str, ...]] = ("url", "cover")
+    price_fields: ClassVar[dict[str, str]] = {"price": "currency"}
+    host_fields: ClassVar[tuple[str, ...]] = ("shop",)
+    derived_keys: ClassVar[dict[str, tuple[str, ...]]] = {"slug": ("title", "isbn")}
+
+    isbn: str | None = None
+    title: str | None = None
+    price: str | None = None
+    currency: str | None = None
+    url: str | None = None
+    cover: str | None = None
+    shop: str | None = None
+    slug: str | None = None
+    source_url: str | None = None
+
+
+class BookSpider(CrawlhubSpider):
+    """Books listed as <li data-isbn> with a title, a price and a cover; follows "next"."""
+
+    name = "t_books"
+    currency = "GBP"
+
+    def parse(self, response):
+        for li in response.css("li[data-isbn]"):
+            yield Book(isbn=li.attrib["data-isbn"], title=li.css("h3::text").get(), price=li.css(".price::text").get(),
+                       url=li.css("a::attr(href)").get(), cover=li.css("img::attr(src)").get(), source_url=response.url)
+        yield from self.follow_links(response, response.css("a.next::attr(href)").getall())
