@@ -45,6 +45,7 @@ from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.utils.misc import load_object
 
 from crawlhub.frontier.leases import domain_of
+from crawlhub.frontier.scripts import source
 from crawlhub.frontier.serializer import PER_DOWNLOAD_META
 from crawlhub.frontier.serializer import PROXY_CHOSEN as PROXY
 from crawlhub.middlewares import cluster_choice, frontier_scheduler
@@ -189,45 +190,8 @@ def cooldown(strikes: int, ban_after: int, base: float, most: float) -> float:
     return min(most, base * 2 ** (strikes - ban_after))
 
 
-# One failure of a proxy on a domain, for the whole cluster, atomically.
-FAIL = """
-local a = cjson.decode(ARGV[1])
-local now = tonumber(redis.call('TIME')[1])
-redis.call('HINCRBY', a.health, a.id .. ':fail', 1)
-redis.call('HSET', a.health, a.id .. ':error', a.reason)
-if tonumber(redis.call('HGET', a.cool, a.id) or '0') > now then
-  -- a download that began before the cool-down: counted, but not a new strike
-  return {0, '0', '', '0'}
-end
-local strikes = redis.call('HINCRBY', a.strikes, a.id, 1)
-local streak = redis.call('HINCRBY', a.health, a.id .. ':streak', 1)
-redis.call('SADD', a.domains, a.domain)
-local until_ts, escalated, dead = 0, '', 0
-if strikes >= a.ban_after then
-  until_ts = now + math.min(a.most, a.base * 2 ^ (strikes - a.ban_after))
-  redis.call('HSET', a.cool, a.id, until_ts)
-  local bans = redis.call('INCR', a.tierbans)
-  redis.call('EXPIRE', a.tierbans, a.tier_ttl)
-  local current = redis.call('GET', a.tier) or a.first
-  if current == a.pool and bans >= a.escalate_after and a.next ~= '' then
-    redis.call('SET', a.tier, a.next, 'EX', a.tier_ttl)
-    escalated = a.next
-  end
-end
-if streak >= a.dead_after then
-  dead = now + a.most
-  redis.call('HSET', a.dead, a.id, dead)
-end
-return {strikes, tostring(until_ts), escalated, tostring(dead)}
-"""
-
-# A domain whose tier has no usable proxy moves on (unless another worker moved it already).
-ESCALATE = """
-local current = redis.call('GET', KEYS[1]) or ARGV[3]
-if current ~= ARGV[1] then return current end
-redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[4])
-return ARGV[2]
-"""
+# One failure of a proxy on a domain; a domain moving to the next pool (crawlhub/frontier/lua/)
+FAIL, ESCALATE = source("proxy_fail"), source("proxy_escalate")
 
 
 @dataclass

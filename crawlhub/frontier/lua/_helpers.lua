@@ -1,0 +1,68 @@
+-- Shared helpers. A lease id is "<seq>@<domain>", so every script that ends a
+-- lease knows its domain without a lookup. Per-domain state is shared by all
+-- spiders (politeness belongs to the domain): crawlhub:domain:<d> (a hash) and
+-- crawlhub:domain:<d>:active (a zset of the leases downloading now).
+--
+-- A domain's queue: <prefix>:<d> is a sorted set of the priorities it holds
+-- (member = priority, score = -priority) and <prefix>:<d>:<priority> a list of
+-- request payloads, first in first out. <spider>:queued counts per domain.
+local DOMAIN = 'crawlhub:domain:'
+local function domain_of(id) return string.match(id, '@(.+)$') end
+-- free the concurrency slot of a lease; its domain may be asked again at once
+local function release(spider, id, schedule)
+  local d = domain_of(id)
+  if d and redis.call('ZREM', DOMAIN .. d .. ':active', spider .. '/' .. id) == 1 then
+    redis.call('ZADD', schedule, 'XX', 'LT', now, d)
+    return 1
+  end
+  return 0
+end
+-- queue a request in its domain's queue (front = first out: a lease given back)
+local function push(ctx, d, prio, payload, front)
+  local q = ctx.prefix .. ':' .. d
+  prio = tostring(math.floor(tonumber(prio) or 0))
+  if front then redis.call('LPUSH', q .. ':' .. prio, payload) else redis.call('RPUSH', q .. ':' .. prio, payload) end
+  redis.call('ZADD', q, -tonumber(prio), prio)
+  redis.call('HINCRBY', ctx.counts, d, 1)
+  redis.call('ZADD', ctx.schedule, 'NX', 0, d)
+end
+-- take up to k requests of a domain: best priority first, FIFO within one
+local function pop(ctx, d, k)
+  local q = ctx.prefix .. ':' .. d
+  local out = {}
+  while #out < k do
+    local best = redis.call('ZRANGE', q, 0, 0)
+    if #best == 0 then break end
+    local l = q .. ':' .. best[1]
+    local got = redis.call('LPOP', l, k - #out)
+    if got then for _, p in ipairs(got) do table.insert(out, p) end end
+    if redis.call('LLEN', l) == 0 then redis.call('ZREM', q, best[1]) end
+  end
+  if #out > 0 and redis.call('HINCRBY', ctx.counts, d, -#out) <= 0 then redis.call('HDEL', ctx.counts, d) end
+  return out
+end
+local function priority_of(p)
+  local ok, r = pcall(cjson.decode, p)
+  if ok and type(r) == 'table' and tonumber(r['priority']) then return tonumber(r['priority']) end
+  return 0
+end
+local function split_delayed(m)
+  local d, p = string.match(m, '^([^\t]*)\t(.*)$')
+  if d then return d, p end
+  return '?', m
+end
+-- the duplicate filter: true if the request was not seen before (and is now)
+-- spec: {'s', bucket key, 64-bit integer} exact, in hash-bucketed integer sets
+--       {'b', bitmap key, size in bits, bit positions...}  Bloom filter on a Redis bitmap
+--         (made at its full size at once: grown bit by bit, Redis would over-allocate)
+--       {'f', key, item}                     Bloom filter of the RedisBloom module
+local function first_seen(spec)
+  if spec[1] == 's' then return redis.call('SADD', spec[2], spec[3]) == 1 end
+  if spec[1] == 'f' then return redis.call('BF.ADD', spec[2], spec[3]) == 1 end
+  local new = false
+  if redis.call('EXISTS', spec[2]) == 0 then redis.call('SETBIT', spec[2], spec[3] - 1, 0) end
+  for i = 4, #spec do
+    if redis.call('SETBIT', spec[2], spec[i], 1) == 0 then new = true end
+  end
+  return new
+end

@@ -1,0 +1,62 @@
+-- The politeness of one domain, computed from its state and limits: interval
+-- between requests (rate, robots Crawl-delay and slow-down factor), burst
+-- tolerance, the time the domain is next ready, and the concurrency cap.
+local function policy(d, conf, limits_key)
+  local sk = DOMAIN .. d
+  local st = redis.call('HMGET', sk, 'tat', 'factor', 'until', 'delay')
+  local rate, conc = tonumber(conf['rate']) or 0, tonumber(conf['concurrency']) or 0
+  local lim = redis.call('HGET', limits_key, d)
+  if lim then lim = cjson.decode(lim) elseif conf['domains'] then lim = conf['domains'][d] end
+  if type(lim) == 'table' then
+    if tonumber(lim['rate']) then rate = tonumber(lim['rate']) end
+    if tonumber(lim['concurrency']) then conc = tonumber(lim['concurrency']) end
+  end
+  local interval = 0
+  if rate > 0 then interval = 1 / rate end
+  local delay = tonumber(st[4]) or 0
+  if delay > interval then interval = delay end
+  local factor = tonumber(st[2]) or 1
+  if factor > 1 then interval = math.max(interval, tonumber(conf['base']) or 0.5) * factor end
+  local tat = tonumber(st[1]) or 0
+  local tau = interval * ((tonumber(conf['burst']) or 1) - 1)
+  return {sk = sk, interval = interval, tau = tau, tat = tat, conc = conc,
+          ready = math.max(tat - tau, tonumber(st[3]) or 0)}
+end
+-- take n request slots of a domain at time now (GCRA); counts the rate window
+local function take(p, n)
+  for i = 1, n do p.tat = math.max(p.tat, now) + p.interval end
+  local win = math.floor(now / 10)
+  local w = redis.call('HMGET', p.sk, 'win', 'cnt')
+  if tonumber(w[1]) == win then
+    redis.call('HINCRBY', p.sk, 'cnt', n)
+  else
+    local prev = 0
+    if tonumber(w[1]) == win - 1 then prev = tonumber(w[2]) or 0 end
+    redis.call('HSET', p.sk, 'win', win, 'cnt', n, 'prev', prev)
+  end
+  redis.call('HSET', p.sk, 'tat', string.format('%.6f', p.tat), 'last', string.format('%.3f', now))
+  redis.call('EXPIRE', p.sk, 604800)
+end
+-- a download is over: free its slot; 'slow' (429/503) slows the domain, 'ok' brings it back
+local function finish(ctx, d, lease_id, outcome, retry_after)
+  local sk = DOMAIN .. d
+  if lease_id ~= '' then release(ctx.spider, lease_id, ctx.schedule) end
+  local f = tonumber(redis.call('HGET', sk, 'factor') or '1')
+  if outcome == 'slow' then
+    f = math.min(math.max(f, 1) * 2, tonumber(ctx.factor_max) or 32)
+    local untl = now + (tonumber(retry_after) or 0)
+    local old = tonumber(redis.call('HGET', sk, 'until') or '0')
+    redis.call('HSET', sk, 'factor', f, 'until', string.format('%.6f', math.max(untl, old)))
+    redis.call('HINCRBY', sk, 'slowdowns', 1)
+    redis.call('EXPIRE', sk, 604800)
+  elseif outcome == 'ok' and f > 1 then
+    f = f * (tonumber(ctx.recovery) or 0.8)
+    if f < 1.05 then
+      f = 1
+      redis.call('HDEL', sk, 'factor')
+    else
+      redis.call('HSET', sk, 'factor', f)
+    end
+  end
+  return f
+end

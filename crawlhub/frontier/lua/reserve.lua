@@ -1,0 +1,7 @@
+--! include _now _helpers _policy
+-- A request that holds no lease takes the domain's next slot.
+-- KEYS: limits; ARGV: domain, politeness config (JSON). Returns seconds to wait.
+local p = policy(ARGV[1], cjson.decode(ARGV[2]), KEYS[1])
+local at = math.max(p.ready, now)
+take(p, 1)
+return string.format('%.3f', at - now)

@@ -1,0 +1,98 @@
+"""Each of the frontier's Lua scripts (crawlhub/frontier/lua/) on the real Redis, on its own."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from crawlhub.frontier import scripts
+from crawlhub.frontier.leases import BUDGET_EXHAUSTED
+from crawlhub.proxies import cool_key, strikes_key, tier_key
+from tests.test_frontier_unit import frontier_for, request
+
+
+@pytest.mark.parametrize("name", scripts.names())
+def test_every_script_compiles_with_its_includes(redis_client, name):
+    source = scripts.source(name)
+    assert "--! include" not in source, "the includes are resolved"
+    assert len(redis_client.script_load(source)) == 40  # Redis compiled it: a syntax error would raise
+
+
+def test_the_scripts_are_the_ones_on_disk():
+    assert scripts.names() == ["expired", "finish", "move", "proxy_escalate", "proxy_fail", "renew", "reserve", "tick"]
+    tick = scripts.source("tick")
+    assert tick.index("local now") < tick.index("local function release") < tick.index("local function policy")
+
+
+def test_renew_moves_live_deadlines_and_names_the_lost(redis_client):
+    frontier = frontier_for(redis_client)
+    frontier.tick([request(i) for i in range(2)])
+    (first, _), (second, _) = frontier.lease("w", 1, 2)[0]
+    before = redis_client.zscore("sp:inflight", first)
+    frontier.ack([second])
+    assert frontier.renew([first, second], 60) == [second], "an acked lease is reported lost"
+    assert redis_client.zscore("sp:inflight", first) >= before + 58
+    active = redis_client.zscore("crawlhub:domain:a.test:active", f"sp/{first}")
+    assert active is not None and active >= before + 58, "the domain's slot is renewed with it"
+
+
+def test_expired_returns_leases_past_their_deadline_with_owner_time_and_payload(redis_client):
+    frontier = frontier_for(redis_client)
+    frontier.tick([request(1), request(2)])
+    (short, payload), = frontier.lease("dead-worker", 0.05, 1)[0]
+    frontier.lease("live-worker", 60, 1)
+    time.sleep(0.1)
+    ((lease_id, owner, taken, body),) = frontier.expired()
+    assert (lease_id, owner, body) == (short, "dead-worker", payload) and abs(taken - time.time()) < 5
+
+
+def test_pause_leases_nothing_until_resumed(redis_client):
+    frontier = frontier_for(redis_client)
+    frontier.tick([request(i) for i in range(3)])
+    redis_client.set("sp:paused", 1)
+    paused = frontier.tick(n=3, worker="w")
+    assert paused.paused and paused.taken == []
+    enqueued_while_paused = frontier.tick([request(9)])
+    assert enqueued_while_paused.added == 1, "a paused frontier still takes links in"
+    redis_client.delete("sp:paused")
+    assert len(frontier.tick(n=10, worker="w").taken) == 4
+
+
+def test_budget_stops_leasing_at_the_limit(redis_client):
+    frontier = frontier_for(redis_client)
+    frontier.tick([request(i) for i in range(10)])
+    assert len(frontier.lease("w", 60, 10, budget=3)[0]) == 3, "no more than the budget in one call"
+    assert frontier.lease("w", 60, 10, budget=3)[0] is BUDGET_EXHAUSTED
+    redis_client.set("sp:budget", 5)  # `crawlhub budget sp 5` wins over the setting
+    assert len(frontier.lease("w", 60, 10, budget=3)[0]) == 2
+    assert redis_client.get("sp:budget_used") == b"5"
+
+
+def test_escalate_moves_a_domain_to_the_next_pool_once(redis_client):
+    escalate = redis_client.register_script(scripts.source("proxy_escalate"))
+    key = tier_key("shop.test")
+    assert escalate(keys=[key], args=["datacenter", "residential", "datacenter", 60]) == b"residential"
+    # a second worker that saw the old tier: the domain moved already, it is not moved again
+    assert escalate(keys=[key], args=["datacenter", "mobile", "datacenter", 60]) == b"residential"
+    assert redis_client.get(key) == b"residential" and 0 < redis_client.ttl(key) <= 60
+
+
+def test_proxy_fail_strikes_cools_down_escalates_and_marks_dead(redis_client):
+    fail = redis_client.register_script(scripts.source("proxy_fail"))
+    domain = "shop.test"
+    args = {"health": "crawlhub:proxy:health", "cool": cool_key(domain), "strikes": strikes_key(domain),
+            "domains": "crawlhub:proxy:domains", "tierbans": f"crawlhub:proxy:tierbans:{domain}:dc",
+            "tier": tier_key(domain), "dead": "crawlhub:proxy:dead", "id": "dc/p1", "pool": "dc", "next": "res",
+            "first": "dc", "reason": "HTTP 403", "domain": domain, "ban_after": 2, "base": 10, "most": 100,
+            "escalate_after": 1, "tier_ttl": 60, "dead_after": 3}
+    strikes, until, escalated, dead = fail(args=[json.dumps(args)])
+    assert (strikes, until, escalated, dead) == (1, b"0", b"", b"0"), "one failure: a strike, no cool-down"
+    strikes, until, escalated, dead = fail(args=[json.dumps(args)])
+    assert strikes == 2 and float(until) > time.time() and escalated == b"res", "banned: cools down, the domain moves on"
+    strikes, until, escalated, dead = fail(args=[json.dumps(args)])
+    assert strikes == 0, "a download that began before the cool-down adds no strike"
+    redis_client.hdel(cool_key(domain), "dc/p1")
+    strikes, until, escalated, dead = fail(args=[json.dumps(args)])
+    assert float(dead) > time.time(), "three failures in a row anywhere: dead"
