@@ -9,7 +9,10 @@ import logging
 
 from scrapy_playwright.handler import ScrapyPlaywrightDownloadHandler
 
+from crawlhub._compat import browser_version, check_playwright_handler
 from crawlhub.browser import CHROMIUM_ARGS, browser_user_agent, chromium_path
+
+check_playwright_handler(ScrapyPlaywrightDownloadHandler)  # a release without what we override: say so now
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +45,5 @@ class BrowserDownloadHandler(ScrapyPlaywrightDownloadHandler):
         # certificates: verified only with TLS_VERIFY, as for plain downloads (Scrapy does not verify by default)
         kwargs.setdefault("ignore_https_errors", not self.verify_tls)
         if "user_agent" not in kwargs:
-            await self._maybe_launch_browser()
-            kwargs["user_agent"] = browser_user_agent(self.browser.version)
+            kwargs["user_agent"] = browser_user_agent(await browser_version(self))
         return await super()._create_browser_context(name, kwargs, spider)

@@ -35,6 +35,7 @@ from scrapy_redis.scheduler import Scheduler
 from twisted.internet import task
 
 from crawlhub import services
+from crawlhub._compat import wake_engine
 from crawlhub import signals as ch_signals
 from crawlhub.config import redact_url
 from crawlhub.extensions import workers_key
@@ -535,8 +536,8 @@ class RedisScheduler(Scheduler):
 
         Scrapy asks an idle scheduler again only on its 5-second heartbeat; on
         a shared frontier that leaves workers idle while others push work.
-        This uses the engine's private ``_slot.nextcall``; without it, the
-        heartbeat still works.
+        (``crawlhub._compat.wake_engine``: a private API of Scrapy's; without
+        it, the heartbeat still works.)
         """
         if self.pending_enq or self.pending_fin or self.pending_ack:
             self.flush()
@@ -551,10 +552,8 @@ class RedisScheduler(Scheduler):
             self._wake()
 
     def _wake(self) -> None:
-        slot = getattr(self.crawler.engine, "_slot", None)
-        if slot is not None:
+        if wake_engine(self.crawler):
             self._starved = False
-            slot.nextcall.schedule()
 
     def _sleep(self, wait: float | None) -> None:
         """Nothing could be leased: ask again when the frontier says a domain is ready.
