@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 STAMP := $(VENV)/.installed
 
-.PHONY: help setup sysdeps venv browser demo test services-up services-down services-status clean
+.PHONY: help setup sysdeps venv browser lint demo test services-up services-down services-status clean
 
 help:
 	@echo "make demo    install what is missing, run $(WORKERS) workers on a local demo shop, print what was stored"
@@ -65,7 +65,10 @@ browser: venv
 	      exit 1; }; fi; \
 	fi
 
-test: setup browser
+lint: venv
+	$(PY) -m ruff check crawlhub spiders tests bench
+
+test: setup browser lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 services-up: setup

@@ -132,9 +132,9 @@ def run(args) -> int:
     started = time.monotonic()
     workers = []
     for n in range(args.workers):
-        log = open(logdir / f"worker-{n + 1}.log", "wb")
-        workers.append(subprocess.Popen([sys.executable, "-m", "scrapy", "crawl", SPIDER], cwd=services.project_dir(),
-                                        env=env, stdout=log, stderr=subprocess.STDOUT))
+        with open(logdir / f"worker-{n + 1}.log", "wb") as log:  # the worker keeps its own copy of the file
+            workers.append(subprocess.Popen([sys.executable, "-m", "scrapy", "crawl", SPIDER],
+                                            cwd=services.project_dir(), env=env, stdout=log, stderr=subprocess.STDOUT))
     print(f"Started {args.workers} workers: scrapy crawl {SPIDER}  (logs in {logdir})")
     failed = wait_for(workers, args.timeout)
     elapsed = time.monotonic() - started

@@ -266,7 +266,8 @@ def read_log(server, spider: str, limit: int, status=None, domain=None) -> tuple
                     break
         start = "(" + batch[-1][0].decode()
     # workers send their entries in batches: in the stream, one worker's may follow another's later ones
-    return sorted(found[::-1], key=lambda e: e["time"]), last_id  # (stable: stream order within a time)
+    found.reverse()  # into stream order: the sort is stable, so entries of one time keep it
+    return sorted(found, key=lambda e: e["time"]), last_id
 
 
 # -- the HTML report ----------------------------------------------------------------------------

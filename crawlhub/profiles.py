@@ -209,7 +209,7 @@ def load_profiles(path: str | Path | None = None) -> list[Profile]:
         except (KeyError, TypeError, ValueError) as exc:
             raise ProfileError(f"{where}: malformed ({exc!r})") from None
         problems = incoherence(profile.headers)
-        ua = dict((k.lower(), v) for k, v in profile.headers).get("user-agent", "")
+        ua = {k.lower(): v for k, v in profile.headers}.get("user-agent", "")
         if family_of(ua) != profile.family:
             problems.append(f"family {profile.family!r} but the User-Agent is {family_of(ua) or 'unknown'}")
         if os_of(ua) != profile.os:
@@ -237,7 +237,7 @@ class ProfileBook:
         self.rng = rng or random.Random()
 
     @classmethod
-    def from_settings(cls, settings, all_profiles: list[Profile] | None = None) -> "ProfileBook":
+    def from_settings(cls, settings, all_profiles: list[Profile] | None = None) -> ProfileBook:
         profiles = all_profiles if all_profiles is not None else load_profiles(settings.get("HEADER_PROFILES_FILE") or None)
         families = [f.lower() for f in settings.getlist("HEADER_PROFILES_FAMILIES")] or list(FAMILIES)
         oses = [o.lower() for o in settings.getlist("HEADER_PROFILES_OS")] or list(OSES)
@@ -333,7 +333,7 @@ def profile_entry(headers: list[tuple[str, str]]) -> dict:
     """A profile file entry from a real browser's navigation headers (Host, Connection, Cookie dropped)."""
     kept = [[k, v] for k, v in headers if k.lower() not in ("host", "connection", "cookie", "referer", "priority",
                                                              "cache-control", "pragma", "dnt")]
-    ua = dict((k.lower(), v) for k, v in kept).get("user-agent", "")
+    ua = {k.lower(): v for k, v in kept}.get("user-agent", "")
     family, os_ = family_of(ua), os_of(ua)
     version = _major(ua, {"firefox": "Firefox/", "edge": "Edg/", "safari": "Version/"}.get(family, "Chrome/"))
     return {"id": f"{family or 'unknown'}-{version}-{os_ or 'unknown'}", "family": family, "os": os_,

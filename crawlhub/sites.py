@@ -24,12 +24,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
 
-NAMES = (
-    "Bulbasaur Ivysaur Venusaur Charmander Charmeleon Charizard Squirtle Wartortle Blastoise "
-    "Caterpie Metapod Butterfree Weedle Kakuna Beedrill Pidgey Pidgeotto Pidgeot Rattata Raticate "
-    "Spearow Fearow Ekans Arbok Pikachu Raichu Sandshrew Sandslash Nidoran Nidorina Nidoqueen "
-    "Nidorino Nidoking Clefairy Clefable Vulpix Ninetales Jigglypuff Wigglytuff Zubat Golbat Oddish"
-).split()
+NAMES = ["Bulbasaur", "Ivysaur", "Venusaur", "Charmander", "Charmeleon", "Charizard", "Squirtle", "Wartortle", "Blastoise", "Caterpie", "Metapod", "Butterfree", "Weedle", "Kakuna", "Beedrill", "Pidgey", "Pidgeotto", "Pidgeot", "Rattata", "Raticate", "Spearow", "Fearow", "Ekans", "Arbok", "Pikachu", "Raichu", "Sandshrew", "Sandslash", "Nidoran", "Nidorina", "Nidoqueen", "Nidorino", "Nidoking", "Clefairy", "Clefable", "Vulpix", "Ninetales", "Jigglypuff", "Wigglytuff", "Zubat", "Golbat", "Oddish"]
 
 
 @dataclass
@@ -134,7 +129,7 @@ class LocalSite:
         return headers.get(name, default) if headers is not None else default
 
     # -- serving ----------------------------------------------------------
-    def start(self, port: int = 0) -> "LocalSite":
+    def start(self, port: int = 0) -> LocalSite:
         self._server = serve(self._answer, port, self.tls)
         return self
 
@@ -218,7 +213,7 @@ class LocalProxy:
     credentials: str = ""
     seen: list = field(default_factory=list)
 
-    def start(self) -> "LocalProxy":
+    def start(self) -> LocalProxy:
         self._server = serve(self._handle, connect=self._tunnel)
         return self
 

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRAPY = [sys.executable, "-m", "scrapy"]
 # every worker a test starts; conftest kills what is left after each test, so a
 # failed test cannot leave a worker crawling into the next one
-STARTED: list["Worker"] = []
+STARTED: list[Worker] = []
 
 
 @dataclass

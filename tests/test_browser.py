@@ -130,7 +130,7 @@ def test_https_with_a_certificate_that_does_not_verify(env, site, redis_client, 
     shop.hits.clear()
     redis_client.lpush("quotes_js:start_urls", f"{shop.url}/js/")
     redis_client.lpush("quotes:start_urls", f"{shop.url}/")
-    strict = dict(TLS_VERIFY=True, ROBOTSTXT_OBEY=False, RETRY_TIMES=0)
+    strict = {"TLS_VERIFY": True, "ROBOTSTXT_OBEY": False, "RETRY_TIMES": 0}
     run_workers("quotes_js", env, tmp_path / "c", 1, timeout=180, **strict)
     run_workers("quotes", env, tmp_path / "d", 1, timeout=180, **strict)
     assert shop.hits == [], "no request got through the TLS handshake"

@@ -51,9 +51,8 @@ def test_browser_tests_fail_without_chromium_unless_skipped_on_purpose(tmp_path)
     import subprocess
     import sys
 
-    from tests.harness import ROOT
-
     from crawlhub.services import redis_server_binary
+    from tests.harness import ROOT
 
     bin_dir = tmp_path / "bin"  # redis-server, and no Chromium anywhere
     bin_dir.mkdir()

@@ -11,8 +11,8 @@ import sys
 
 from scrapy.settings import Settings
 
-from crawlhub.frontier.leases import Frontier, Keys
 from crawlhub import services
+from crawlhub.frontier.leases import Frontier, Keys
 from crawlhub.services import EmbeddedMongo, EmbeddedRedis, free_port
 from crawlhub.sites import shop_pages
 from tests.harness import ROOT, SCRAPY, run_workers

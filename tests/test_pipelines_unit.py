@@ -7,9 +7,8 @@ from datetime import datetime
 import pytest
 from scrapy.exceptions import DropItem
 
-from crawlhub.items import Page, Product, Quote
+from crawlhub.items import Page, Product, Quote, mark_page
 from crawlhub.pipelines.clean import CleanPipeline, clean_text, parse_price, quote_key
-from crawlhub.items import mark_page
 from crawlhub.pipelines.dedupe import DedupePipeline
 from crawlhub.pipelines.validate import InvalidItem, ValidatePipeline, problems
 from spiders.scrapeme import ScrapemeSpider
@@ -72,8 +71,8 @@ def test_clean_quote_key(crawler):
 
 
 def valid_product(**kw):
-    base = dict(site="s.example", id="1", name="N", price="1.00", currency="GBP",
-                url="https://s.example/p/1", source_url="https://s.example/shop/")
+    base = {"site": "s.example", "id": "1", "name": "N", "price": "1.00", "currency": "GBP",
+                "url": "https://s.example/p/1", "source_url": "https://s.example/shop/"}
     base.update(kw)
     return Product(**base)
 

@@ -65,7 +65,7 @@ SITE_WITH_PRIVATE = {
     "/b/": '<a href="/d/">d</a> <a href="/private/y/">y</a>',
     "/c/": "<title>c</title>",
     "/d/": "<title>d</title>",
-    **{p: "<title>secret</title>" for p in PRIVATE},
+    **dict.fromkeys(PRIVATE, "<title>secret</title>"),
 }
 
 
@@ -193,5 +193,5 @@ def test_redirects_do_not_stall_a_worker(env, site, redis_client, tmp_path):
     run_workers("generic", {**env, "DOMAIN_RATE": "4/s", "DOMAIN_CONCURRENCY": "8"}, tmp_path, 1)
     times = sorted(h.arrived for h in shop.hits if h.path != ROBOTS_PATH)
     assert len(times) == 61
-    gaps = [b - a for a, b in zip(times, times[1:])]
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
     assert max(gaps) < 1.5, f"stalls: {[round(g, 2) for g in gaps if g >= 1.5]} (the pace is 0.25 s)"

@@ -115,7 +115,7 @@ def test_callback_error_sends_the_page_to_the_dlq(env, site, redis_client, mongo
     shutil.copy(ROOT / "scrapy.cfg", project)
     (project / "spiders" / "__init__.py").write_text("")
     (project / "spiders" / "broken.py").write_text(BROKEN_SPIDER)
-    pages = {p: '<html><body><a href="/boom">x</a> <a href="/b">y</a></body></html>' for p in ("/a", "/boom", "/b")}
+    pages = dict.fromkeys(("/a", "/boom", "/b"), '<html><body><a href="/boom">x</a> <a href="/b">y</a></body></html>')
     web = site(pages)
     redis_client.lpush("broken:start_urls", f"{web.url}/a")
     worker = start_worker("broken", dict(env, PYTHONPATH=str(ROOT)), tmp_path, "broken", cwd=project)

@@ -9,8 +9,6 @@ from tests.harness import cli, run_workers
 from tests.sites.quotes import quote_pages
 
 
-
-
 def test_recrawl_refreshes_last_seen_and_rewrites_only_what_changed(env, site, redis_client, mongo_db, tmp_path):
     pages = shop_pages(48, 8)
     shop = site(pages)

@@ -326,7 +326,7 @@ def profiles_list():
     from crawlhub.profiles import load_profiles
 
     for p in load_profiles(_settings().get("HEADER_PROFILES_FILE") or None):
-        ua = dict((k.lower(), v) for k, v in p.headers)["user-agent"]
+        ua = {k.lower(): v for k, v in p.headers}["user-agent"]
         click.echo(f"{p.id:22} {p.family:8} {p.os:8} {ua}")
 
 

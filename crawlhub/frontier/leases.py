@@ -64,7 +64,7 @@ class Keys:
     paused: str  # set by `crawlhub pause`: no worker leases while it exists
 
     @classmethod
-    def for_spider(cls, settings, spider: str) -> "Keys":
+    def for_spider(cls, settings, spider: str) -> Keys:
         dupefilter = settings.get("SCHEDULER_DUPEFILTER_KEY", "%(spider)s:dupefilter") % {"spider": spider}
         return cls(
             seeds=settings.get("REDIS_START_URLS_KEY", "%(name)s:start_urls") % {"name": spider},

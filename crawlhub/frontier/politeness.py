@@ -93,7 +93,7 @@ class Politeness:
     slowdown_codes: frozenset = frozenset({429, 503})
 
     @classmethod
-    def from_settings(cls, server, settings) -> "Politeness":
+    def from_settings(cls, server, settings) -> Politeness:
         domains = settings.getdict("DOMAIN_LIMITS")
         try:
             parsed = {d.lower(): parse_limit(v) for d, v in domains.items()}

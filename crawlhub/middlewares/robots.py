@@ -72,7 +72,7 @@ class Robots:
                 "error": self.error, "fetched": self.fetched}
 
     @classmethod
-    def from_redis(cls, raw: dict) -> "Robots | None":
+    def from_redis(cls, raw: dict) -> Robots | None:
         if not raw:
             return None
         d = {k.decode(): v.decode("utf-8", "replace") for k, v in raw.items()}

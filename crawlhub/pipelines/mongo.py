@@ -49,8 +49,8 @@ from twisted.internet.defer import DeferredLock
 
 from crawlhub import services
 from crawlhub import signals as ch_signals
-from crawlhub.connection import get_mongo
 from crawlhub.config import redact_url
+from crawlhub.connection import get_mongo
 from crawlhub.items import VOLATILE_FIELDS, ItemMeta, item_meta
 from crawlhub.pipelines.validate import InvalidItem
 
@@ -152,7 +152,7 @@ class MongoWriter:
         filters = [key_filter(meta, doc) for _, doc in items]
         existing = {
             tuple(str(found.get(n)) for n in meta.key_fields): found.get("content_hash")
-            for found in coll.find({"$or": filters}, {n: 1 for n in (*meta.key_fields, "content_hash")})
+            for found in coll.find({"$or": filters}, dict.fromkeys((*meta.key_fields, "content_hash"), 1))
         }
         now = datetime.now(timezone.utc)
         spiders = {"$addToSet": {"spiders": self.spider}} if self.spider else {}  # which spiders stored it
