@@ -31,7 +31,8 @@ from scrapy.http import HtmlResponse
 from scrapy.utils.test import get_crawler
 
 from crawlhub import proxies as px
-from crawlhub.profiles import HeaderProfileMiddleware
+from crawlhub.downloadermiddlewares.headers import HeaderProfileMiddleware
+from crawlhub.downloadermiddlewares.proxy import ProxyBanMiddleware, ProxyMiddleware
 from crawlhub.services import EmbeddedRedis
 from tests.helpers import project_settings
 
@@ -89,7 +90,7 @@ def main(argv=None) -> int:
         pools = {tier: [f"http://user:pw@10.{t}.0.{i}:8080" for i in range(20)]
                  for t, tier in enumerate(("datacenter", "residential", "mobile"))}
 
-        class Picker(px.ProxyMiddleware):
+        class Picker(ProxyMiddleware):
             server = property(lambda self: server)
 
         picker = Picker(crawler_for(PROXY_POOLS=pools), px.parse_pools(pools))
@@ -102,7 +103,7 @@ def main(argv=None) -> int:
 
         rows.append(timed("proxy choice (round robin, 60 proxies)", n, choose, server))
 
-        ban = px.ProxyBanMiddleware(picker.crawler)
+        ban = ProxyBanMiddleware(picker.crawler)
         ban._picker = picker
         request = Request(urls[0])
         picker.process_request(request)

@@ -27,9 +27,9 @@ import time
 from pathlib import Path
 
 from crawlhub.frontier.dupefilter import BloomFilter, ExactFilter
-from crawlhub.frontier.leases import _HELPERS, _NOW
+from crawlhub.frontier.scripts import source
 
-ADD = _NOW + _HELPERS + """
+ADD = source("_now") + "\n" + source("_helpers") + """
 local new = 0
 for i = 1, #ARGV do if first_seen(cjson.decode(ARGV[i])) then new = new + 1 end end
 return new

@@ -140,7 +140,7 @@ AUDIT_LOG_MAXLEN = 100000
 METRICS_PORT = 0
 METRICS_ADDRESS = "0.0.0.0"
 EXTENSIONS = {
-    "crawlhub.extensions.WorkerRegistry": 500,
+    "crawlhub.extensions.workers.WorkerRegistry": 500,
     # no listening ports on workers
     "scrapy.extensions.telnet.TelnetConsole": None,
     "scrapy.extensions.remote_control.RemoteControl": None,
@@ -148,33 +148,33 @@ EXTENSIONS = {
 
 DOWNLOADER_MIDDLEWARES = {
     # closest to the engine: ends the lease of a dropped or failed request
-    "crawlhub.middlewares.leases.LeaseDownloaderMiddleware": 10,
+    "crawlhub.downloadermiddlewares.leases.LeaseDownloaderMiddleware": 10,
     "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
     "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
-    "crawlhub.middlewares.robots.SharedRobotsMiddleware": 100,
+    "crawlhub.downloadermiddlewares.robots.SharedRobotsMiddleware": 100,
     # which requests Chromium renders (decided before the proxy and the header
     # profile are chosen: both depend on it); browser timeouts become retries
-    "crawlhub.browser.BrowserMiddleware": 370,
+    "crawlhub.downloadermiddlewares.browser.BrowserMiddleware": 370,
     # a proxy from the domain's pool, then one coherent browser header profile
     # (before Scrapy's DefaultHeaders 400 and UserAgent 500, which only fill gaps)
-    "crawlhub.proxies.ProxyMiddleware": 380,
-    "crawlhub.profiles.HeaderProfileMiddleware": 395,
-    "crawlhub.middlewares.retry.FrontierRetryMiddleware": 550,
+    "crawlhub.downloadermiddlewares.proxy.ProxyMiddleware": 380,
+    "crawlhub.downloadermiddlewares.headers.HeaderProfileMiddleware": 395,
+    "crawlhub.downloadermiddlewares.retry.FrontierRetryMiddleware": 550,
     # Scrapy's redirects, but too many hops, a loop or a hop off the seed's host end the lease
     "scrapy.downloadermiddlewares.redirect.MetaRefreshMiddleware": None,
     "scrapy.downloadermiddlewares.redirect.RedirectMiddleware": None,
-    "crawlhub.middlewares.redirect.FrontierMetaRefreshMiddleware": 580,
-    "crawlhub.middlewares.redirect.FrontierRedirectMiddleware": 600,
+    "crawlhub.downloadermiddlewares.redirect.FrontierMetaRefreshMiddleware": 580,
+    "crawlhub.downloadermiddlewares.redirect.FrontierRedirectMiddleware": 600,
     # sees a proxied answer before retries do: a ban switches proxy, not an attempt
-    "crawlhub.proxies.ProxyBanMiddleware": 900,
+    "crawlhub.downloadermiddlewares.proxy.ProxyBanMiddleware": 900,
     # closest to the download: sees every raw response (429, 3xx) first
-    "crawlhub.middlewares.politeness.PolitenessMiddleware": 950,
+    "crawlhub.downloadermiddlewares.politeness.PolitenessMiddleware": 950,
     # every attempt, as it went out and came back: cluster stats and the audit log
-    "crawlhub.stats.ClusterStatsMiddleware": 990,
+    "crawlhub.downloadermiddlewares.stats.ClusterStatsMiddleware": 990,
 }
 SPIDER_MIDDLEWARES = {
     # closest to the engine: knows when a page's output is all processed
-    "crawlhub.middlewares.leases.LeaseSpiderMiddleware": 10,
+    "crawlhub.spidermiddlewares.leases.LeaseSpiderMiddleware": 10,
 }
 
 # --- Crawling -------------------------------------------------------------

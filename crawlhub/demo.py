@@ -33,7 +33,7 @@ from crawlhub import services
 from crawlhub.addon import tool_settings
 from crawlhub.config import redact_url
 from crawlhub.connection import get_redis
-from crawlhub.extensions import workers_key
+from crawlhub.extensions.workers import workers_key
 from crawlhub.frontier.politeness import parse_rate
 from crawlhub.sites import LocalSite, shop_pages
 

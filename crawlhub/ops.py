@@ -12,7 +12,7 @@ import json
 import time
 from dataclasses import asdict
 
-from crawlhub.extensions import workers_key
+from crawlhub.extensions.workers import workers_key
 from crawlhub.frontier.leases import Frontier, Keys
 from crawlhub.proxies import proxy_health
 from crawlhub.stats import LATENCY_BUCKETS_MS, log_key, minute_key, percentile, totals_key

@@ -70,7 +70,7 @@ def test_the_addon_layers_defaults_project_environment_and_command_line():
     assert settings.get("MONGO_DATABASE") == "from_cmdline", "-s wins over the environment"
     middlewares = settings.getdict("DOWNLOADER_MIDDLEWARES")
     assert middlewares["myproject.middlewares.Mine"] == 543, "the project keeps its own components"
-    assert middlewares["crawlhub.middlewares.leases.LeaseDownloaderMiddleware"] == 10
+    assert middlewares["crawlhub.downloadermiddlewares.leases.LeaseDownloaderMiddleware"] == 10
     assert middlewares["scrapy.downloadermiddlewares.retry.RetryMiddleware"] is None
     assert settings.get("SCHEDULER") == "crawlhub.frontier.scheduler.RedisScheduler"
     assert sorted(overridden) == ["DOMAIN_RATE", "DOWNLOAD_TIMEOUT", "MONGO_DATABASE"]

@@ -34,9 +34,9 @@ def test_every_redis_key_is_documented():
 
 
 def test_per_domain_keys_are_documented():
+    from crawlhub.downloadermiddlewares import robots
     from crawlhub.frontier import politeness
     from crawlhub.frontier.leases import Frontier
-    from crawlhub.middlewares import robots
 
     doc = (ROOT / "docs" / "redis-keys.md").read_text()
     from crawlhub import browser

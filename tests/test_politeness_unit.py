@@ -8,6 +8,7 @@ import time
 import pytest
 from scrapy.settings import Settings
 
+from crawlhub.downloadermiddlewares.robots import ALLOW, ERROR, RULES, Robots
 from crawlhub.frontier.leases import Frontier, Keys, domain_of, lease_domain
 from crawlhub.frontier.politeness import (
     BadLimit,
@@ -18,7 +19,6 @@ from crawlhub.frontier.politeness import (
     parse_rate,
     set_limit,
 )
-from crawlhub.middlewares.robots import ALLOW, ERROR, RULES, Robots
 from tests.helpers import project_settings
 
 

@@ -565,6 +565,7 @@ def limits_clear(domain):
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def limits_show(domains, as_json):
     """Each domain's limit, current rate, slow-down and robots.txt state."""
+    from crawlhub.downloadermiddlewares.robots import robots_state
     from crawlhub.frontier.politeness import (
         Politeness,
         domain_state,
@@ -572,7 +573,6 @@ def limits_show(domains, as_json):
         get_limit,
         known_domains,
     )
-    from crawlhub.middlewares.robots import robots_state
 
     settings = _settings()
     server = _redis()

@@ -39,7 +39,7 @@ from crawlhub import signals as ch_signals
 from crawlhub._compat import wake_engine
 from crawlhub.config import redact_url
 from crawlhub.connection import connect_redis
-from crawlhub.extensions import workers_key
+from crawlhub.extensions.workers import workers_key
 from crawlhub.frontier.dupefilter import RedisDupeFilter, make_filter
 from crawlhub.frontier.leases import Frontier, Keys, Tick, domain_of, lease_domain
 from crawlhub.frontier.politeness import Politeness

@@ -1,18 +1,12 @@
-"""Middlewares that tell the scheduler when a leased request is finished.
+"""LeaseSpiderMiddleware: a page's lease ends after its output is processed.
 
-``LeaseDownloaderMiddleware`` sits closest to the engine among downloader
-middlewares: every exception on the way (robots.txt and offsite drops raise
-IgnoreRequest; download errors that RetryMiddleware did not take) reaches its
-``process_exception``. A dropped request's lease is acked; any other error
-sends it to the dead-letter queue with the error.
-
-``LeaseSpiderMiddleware`` sits closest to the engine among spider
-middlewares: it counts the items a page's callback yields and tells the
-scheduler when the callback's output is exhausted (or raised). The item
-signals (scraped, dropped, error) count them back in. When both are done the
-lease is ready, and it is acked after the store's next flush. Each item is
-marked with the page fetch it came from (:func:`crawlhub.items.page_of`), so
-that DedupePipeline can scope itself to one page.
+It sits closest to the engine among spider middlewares (10): it counts the
+items a page's callback yields and tells the scheduler when the callback's
+output is exhausted (or raised). The item signals (scraped, dropped, error)
+count them back in. When both are done the lease is ready, and it is acked
+after the store's next flush. Each item is marked with the page fetch it came
+from (:func:`crawlhub.items.page_of`), so that DedupePipeline can scope itself
+to one page.
 """
 
 from __future__ import annotations
@@ -21,33 +15,13 @@ import itertools
 from contextlib import contextmanager
 
 from scrapy import Request, signals
-from scrapy.exceptions import IgnoreRequest
 
+from crawlhub.components import frontier_scheduler
 from crawlhub.items import mark_page
-from crawlhub.middlewares import frontier_scheduler
 
 
 def _scheduler(crawler):
     return frontier_scheduler(crawler)
-
-
-class LeaseDownloaderMiddleware:
-    def __init__(self, crawler):
-        self.crawler = crawler
-
-    @classmethod
-    def from_crawler(cls, crawler):
-        return cls(crawler)
-
-    def process_exception(self, request, exception):
-        scheduler = _scheduler(self.crawler)
-        if scheduler is None or scheduler.lease_of(request) is None:
-            return None
-        if isinstance(exception, IgnoreRequest):
-            scheduler.dropped(request, str(exception) or type(exception).__name__)
-        else:
-            scheduler.dead_letter(request, error=f"{type(exception).__name__}: {exception}"[:1000])
-        return None
 
 
 class LeaseSpiderMiddleware:

@@ -24,10 +24,10 @@ import logging
 
 import redis
 
+from crawlhub.components import FrontierMiddleware
+from crawlhub.downloadermiddlewares.retry import retry_after_seconds
 from crawlhub.frontier.leases import domain_of
 from crawlhub.frontier.scheduler import LEASE
-from crawlhub.middlewares import FrontierMiddleware
-from crawlhub.middlewares.retry import retry_after_seconds
 
 logger = logging.getLogger(__name__)
 

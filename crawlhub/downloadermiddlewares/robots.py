@@ -39,10 +39,10 @@ from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.httpobj import urlparse_cached
 
+from crawlhub.components import FrontierMiddleware
+from crawlhub.downloadermiddlewares.politeness import RESLOT, SLOT_TAKEN
 from crawlhub.frontier.leases import domain_of
 from crawlhub.frontier.scheduler import LEASE
-from crawlhub.middlewares import FrontierMiddleware
-from crawlhub.middlewares.politeness import RESLOT, SLOT_TAKEN
 
 logger = logging.getLogger(__name__)
 

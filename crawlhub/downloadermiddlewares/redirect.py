@@ -22,7 +22,7 @@ from urllib.parse import urldefrag, urlsplit
 from scrapy.downloadermiddlewares.redirect import MetaRefreshMiddleware, RedirectMiddleware
 from scrapy.exceptions import IgnoreRequest
 
-from crawlhub.middlewares import frontier_scheduler
+from crawlhub.components import frontier_scheduler
 from crawlhub.spider import SEED_HOST
 
 logger = logging.getLogger(__name__)

@@ -19,7 +19,7 @@ from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.misc import load_object
 from scrapy.utils.response import response_status_message
 
-from crawlhub.middlewares import FrontierMiddleware
+from crawlhub.components import FrontierMiddleware
 
 PERMANENT = {404, 410}
 

@@ -1,0 +1,111 @@
+"""BrowserMiddleware (370): which requests headless Chromium renders, the adaptive fallback,
+browser timeouts as retries. The browser's wiring (Chromium, scrapy-playwright settings) is in
+:mod:`crawlhub.browser`; docs/browser.md explains when the browser is used.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import redis
+from scrapy.exceptions import IgnoreRequest
+from scrapy.http import TextResponse
+
+from crawlhub.browser import COUNTS, HANDLER, MARKED, SAME_PAGE, is_browser_timeout
+from crawlhub.components import FrontierMiddleware
+from crawlhub.frontier.leases import domain_of
+
+logger = logging.getLogger(__name__)
+
+class BrowserMiddleware(FrontierMiddleware):
+    """Which requests the browser renders; the fallback; timeouts as retries (order 370, before the proxy and header profile)."""
+
+    needs = "retry"
+
+    def __init__(self, crawler):
+        super().__init__(crawler)
+        settings = crawler.settings
+        self.enabled = any(v == HANDLER for v in settings.getdict("DOWNLOAD_HANDLERS").values())
+        self.ratio = settings.getfloat("BROWSER_MARK_RATIO")
+        self.min_fallbacks = settings.getint("BROWSER_MARK_MIN_FALLBACKS")
+        self.refresh = settings.getfloat("BROWSER_DOMAINS_REFRESH")
+        self.marked: set[str] = set()
+        self._loaded = 0.0
+
+    def _server(self):
+        scheduler = self.scheduler
+        return scheduler.server if scheduler is not None else None
+
+    def marked_domains(self) -> set[str]:
+        if time.monotonic() - self._loaded > self.refresh and (server := self._server()) is not None:
+            try:
+                self.marked = {d.decode() for d in server.smembers(MARKED)}
+                self._loaded = time.monotonic()
+            except redis.RedisError as exc:
+                logger.warning("Redis unavailable (%s): using the browser domains known so far", exc)
+        return self.marked
+
+    def wants_browser(self, request) -> bool:
+        choice = request.meta.get("browser")
+        if choice is not None:
+            return bool(choice)
+        spider = self.crawler.spider
+        return bool(getattr(spider, "use_browser", False)) or domain_of(request.url) in self.marked_domains()
+
+    def process_request(self, request):
+        if not self.enabled or request.meta.get("playwright") or not self.wants_browser(request):
+            return None
+        request.meta["playwright"] = True
+        referer = request.headers.get("Referer")
+        if referer:  # Chromium sends its own headers: the Referer goes through page.goto
+            goto = request.meta.setdefault("playwright_page_goto_kwargs", {})
+            goto.setdefault("referer", referer.decode("latin-1"))
+        return None
+
+    def process_response(self, request, response):
+        if not self.enabled:
+            return response
+        domain = domain_of(request.url)
+        stats = self.crawler.stats
+        if request.meta.get("playwright"):
+            stats.inc_value(f"browser/pages/{domain}")
+            return response
+        stats.inc_value(f"browser/plain_pages/{domain}")
+        needs = getattr(self.crawler.spider, "browser_needs", None)
+        if not needs or request.meta.get("browser") is False or response.status != 200 or not isinstance(response, TextResponse):
+            return response
+        has_data = any(response.css(selector) for selector in needs)
+        self._count(domain, "plain" if has_data else "fallback")
+        if has_data:
+            return response
+        stats.inc_value(f"browser/fallback/{domain}")
+        logger.info("%s has none of %s without JavaScript: rendering it in the browser", request.url, list(needs))
+        return request.replace(dont_filter=True, meta={**request.meta, "playwright": True, SAME_PAGE: True})
+
+    def _count(self, domain: str, what: str) -> None:
+        server = self._server()
+        if server is None:
+            return
+        try:
+            pipe = server.pipeline(transaction=False)
+            pipe.hincrby(COUNTS + domain, what, 1).hgetall(COUNTS + domain)
+            _, counts = pipe.execute()
+            plain, fallback = int(counts.get(b"plain", 0)), int(counts.get(b"fallback", 0))
+            if what == "fallback" and fallback >= self.min_fallbacks and fallback / (plain + fallback) >= self.ratio:
+                if server.sadd(MARKED, domain):
+                    logger.info("%s needs the browser for %d of %d pages: every worker renders it directly from now on",
+                                domain, fallback, plain + fallback)
+                self.marked.add(domain)
+        except redis.RedisError as exc:
+            logger.warning("Redis unavailable (%s): browser fallback of %s not recorded", exc, domain)
+
+    def process_exception(self, request, exception):
+        if not request.meta.get("playwright") or not is_browser_timeout(exception):
+            return None
+        scheduler = self.scheduler
+        reason = f"browser timeout: {str(exception).splitlines()[0]}"[:500]
+        self.crawler.stats.inc_value("browser/timeouts")
+        if scheduler is not None and scheduler.retry(request, reason):
+            raise IgnoreRequest(f"{reason}: retry or DLQ through the frontier")
+        return None

@@ -1,0 +1,92 @@
+"""HeaderProfileMiddleware (395): every request carries one real browser's whole header set.
+
+The profiles (data, coherence checker, capture) are in :mod:`crawlhub.profiles`.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from scrapy.exceptions import NotConfigured
+
+from crawlhub.components import cluster_choice, frontier_scheduler
+from crawlhub.frontier.leases import domain_of
+from crawlhub.profiles import APPLIED, PROFILE_META, STICKY, Profile, ProfileBook, ProfileError, load_profiles
+
+logger = logging.getLogger(__name__)
+
+class HeaderProfileMiddleware:
+    """Gives each request one coherent browser header profile (order 395)."""
+
+    def __init__(self, crawler, book: ProfileBook, all_profiles: list[Profile]):
+        self.crawler = crawler
+        self.book = book
+        self.everything = {p.id: p for p in all_profiles}  # a pin may name any profile of the file
+        self.sticky: dict[str, str] = {}
+        self.pin = crawler.settings.get("HEADER_PROFILES_PIN") or None
+        if self.pin and self.pin not in self.everything:
+            raise NotConfigured(f"HEADER_PROFILES_PIN {self.pin!r} is not a profile id; `crawlhub profiles list` shows them")
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        settings = crawler.settings
+        if not settings.getbool("HEADER_PROFILES_ENABLED"):
+            raise NotConfigured("HEADER_PROFILES_ENABLED is off")
+        try:
+            everything = load_profiles(settings.get("HEADER_PROFILES_FILE") or None)
+        except ProfileError as exc:
+            raise NotConfigured(str(exc)) from None
+        return cls(crawler, ProfileBook.from_settings(settings, everything), everything)
+
+    def _spider_choice(self):
+        spider = self.crawler.spider
+        return getattr(spider, "header_profile", None) if spider is not None else None
+
+    def profile_for(self, request) -> Profile | None:
+        choice = request.meta.get(PROFILE_META, None)
+        if choice is None:
+            choice = self._spider_choice()
+        if choice is False:
+            return None
+        if request.meta.get("playwright"):
+            # Chromium renders it and sends its own headers, coherent by construction;
+            # a profile of another browser would not be
+            return None
+        named = choice if isinstance(choice, str) and choice not in ("rotate", "sticky") else self.pin
+        if named:
+            profile = self.everything.get(named)
+            if profile is not None:
+                return profile
+            logger.warning("Unknown header profile %r for %s: picking one instead", named, request.url)
+        policy = choice if choice in ("rotate", "sticky") else self.book.policy
+        if policy == "rotate":
+            return self.book.pick()
+        # sticky: the same proxy always shows the same browser (per domain without proxies)
+        return self._sticky(request.meta.get("crawlhub_proxy") or domain_of(request.url))
+
+    def _sticky(self, key: str) -> Profile:
+        chosen = self.sticky.get(key)
+        if chosen not in self.book.by_id:  # the first worker to choose decides for the cluster
+            scheduler = frontier_scheduler(self.crawler, "server")
+            chosen = cluster_choice(scheduler.server if scheduler else None, STICKY, key, self.book.pick().id,
+                                    self.book.by_id.__contains__)
+            self.sticky[key] = chosen
+        return self.book.by_id[chosen]
+
+    def process_request(self, request):
+        for name in request.meta.pop(APPLIED, None) or ():  # a retry: the new attempt chooses again
+            request.headers.pop(name, None)
+        profile = self.profile_for(request)
+        if profile is None:
+            return None
+        referer = request.headers.get("Referer")
+        applied = []
+        for name, value in profile.for_request(request.url, referer.decode("latin-1") if referer else None):
+            if name in request.headers:
+                continue  # the spider set it: its choice
+            request.headers[name] = value
+            applied.append(name)
+        request.meta[APPLIED] = applied
+        request.meta["crawlhub_profile"] = profile.id
+        self.crawler.stats.inc_value(f"profiles/{profile.family}")
+        return None

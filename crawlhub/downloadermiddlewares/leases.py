@@ -1,0 +1,39 @@
+"""LeaseDownloaderMiddleware: a dropped or failed request's lease ends.
+
+It sits closest to the engine among downloader middlewares (10): every
+exception on the way (robots.txt and offsite drops raise IgnoreRequest;
+download errors that the retry middleware did not take) reaches its
+``process_exception``. A dropped request's lease is acked; any other error
+sends it to the dead-letter queue with the error. (Exceptions raised in a
+``process_response`` reach no ``process_exception``: crawlhub's redirect
+middlewares end their leases themselves.)
+"""
+
+from __future__ import annotations
+
+from scrapy.exceptions import IgnoreRequest
+
+from crawlhub.components import frontier_scheduler
+
+
+def _scheduler(crawler):
+    return frontier_scheduler(crawler)
+
+
+class LeaseDownloaderMiddleware:
+    def __init__(self, crawler):
+        self.crawler = crawler
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        return cls(crawler)
+
+    def process_exception(self, request, exception):
+        scheduler = _scheduler(self.crawler)
+        if scheduler is None or scheduler.lease_of(request) is None:
+            return None
+        if isinstance(exception, IgnoreRequest):
+            scheduler.dropped(request, str(exception) or type(exception).__name__)
+        else:
+            scheduler.dead_letter(request, error=f"{type(exception).__name__}: {exception}"[:1000])
+        return None

@@ -1,0 +1,172 @@
+"""ClusterStatsMiddleware (990): every download attempt, counted for the cluster and logged.
+
+The keys, the latency histogram and the Prometheus metrics are in :mod:`crawlhub.stats`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+
+import redis
+from scrapy import signals
+from scrapy.exceptions import NotConfigured
+from twisted.internet import task
+
+from crawlhub.components import frontier_scheduler
+from crawlhub.frontier.leases import domain_of
+from crawlhub.spider import worker_id
+from crawlhub.stats import MAX_HELD_LOG, STARTED, Metrics, latency_bucket, log_key, minute_key, status_class, totals_key
+
+logger = logging.getLogger(__name__)
+
+class ClusterStatsMiddleware:
+    """Counts every download attempt for the cluster; keeps the audit log (order 990)."""
+
+    def __init__(self, crawler):
+        self.crawler = crawler
+        s = crawler.settings
+        self.interval = s.getfloat("CLUSTER_STATS_INTERVAL")
+        self.retention = int(s.getfloat("CLUSTER_STATS_RETENTION"))
+        self.log_max = s.getint("AUDIT_LOG_MAXLEN")
+        self.worker = worker_id()
+        self.totals: Counter = Counter()
+        self.minutes: dict[int, Counter] = {}
+        self.entries: list[dict] = []
+        self.dropped = 0
+        self.sent_scheduler = Counter()  # retry/dlq counts already sent (Scrapy stats are cumulative)
+        self.metrics: Metrics | None = None
+        self.timer = None
+        self.port = s.getint("METRICS_PORT")
+        self.address = s.get("METRICS_ADDRESS")
+        crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
+        crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
+        crawler.signals.connect(self.item_scraped, signal=signals.item_scraped)
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        if not crawler.settings.getbool("CLUSTER_STATS_ENABLED") or not crawler.settings.getbool("CRAWLHUB_SHARED", True):
+            raise NotConfigured  # CLUSTER_STATS_ENABLED is off, or not a worker (shell, check...)
+        return cls(crawler)
+
+    @property
+    def spider_name(self) -> str:
+        return self.crawler.spider.name
+
+    # -- lifecycle ------------------------------------------------------------------
+    def spider_opened(self, spider):
+        if self.port:
+            self.metrics = Metrics(self.port, self.address)
+            self.metrics.up.labels(spider.name, self.worker).set(1)
+        self.timer = task.LoopingCall(self.flush)
+        self.timer.start(self.interval, now=False)
+
+    def spider_closed(self, spider, reason):
+        if self.timer is not None and self.timer.running:
+            self.timer.stop()
+        self.flush()
+        if self.metrics is not None:
+            self.metrics.up.labels(spider.name, self.worker).set(0)
+            self.metrics.close()
+
+    # -- counting ---------------------------------------------------------------------
+    def _count(self, fields: dict[str, int], at: float | None = None) -> None:
+        minute = int((at or time.time()) // 60)
+        bucket = self.minutes.setdefault(minute, Counter())
+        for k, v in fields.items():
+            self.totals[k] += v
+            bucket[k] += v
+
+    def item_scraped(self, item, response, spider=None):
+        self._count({"items": 1})
+        if self.metrics is not None:
+            self.metrics.items.labels(self.spider_name).inc()
+
+    def process_request(self, request):
+        request.meta[STARTED] = time.monotonic()
+        return None
+
+    def process_response(self, request, response):
+        self.record(request, response.status, len(response.body), "")
+        return response
+
+    def process_exception(self, request, exception):
+        self.record(request, None, 0, f"{type(exception).__name__}: {str(exception).splitlines()[0] if str(exception) else ''}")
+        return None
+
+    def record(self, request, status: int | None, size: int, error: str) -> None:
+        started = request.meta.pop(STARTED, None)
+        ms = (time.monotonic() - started) * 1000 if started is not None else 0.0
+        domain = domain_of(request.url)
+        cls = status_class(status)
+        bucket = latency_bucket(ms)
+        d = f"d|{domain}|"
+        self._count({"requests": 1, cls: 1, "bytes": size, f"lat:{bucket}": 1,
+                     d + "requests": 1, d + cls: 1, d + "bytes": size, d + f"lat:{bucket}": 1})
+        proxy = request.meta.get("crawlhub_proxy") or ""
+        # one field per value: Redis stores a stream's repeated field names once (half the memory of a JSON field)
+        self.entries.append({"t": f"{time.time():.3f}", "url": request.url, "domain": domain, "worker": self.worker,
+                             "status": str(status or ""), "error": error[:300], "ms": f"{ms:.1f}", "bytes": str(size),
+                             "proxy": proxy, "browser": "1" if request.meta.get("playwright") else "0"})
+        if len(self.entries) > MAX_HELD_LOG:
+            self.dropped += len(self.entries) - MAX_HELD_LOG
+            del self.entries[: len(self.entries) - MAX_HELD_LOG]
+        if self.metrics is not None:
+            m = self.metrics
+            m.requests.labels(self.spider_name, domain, cls).inc()
+            m.latency.labels(self.spider_name, domain).observe(ms / 1000)
+            m.bytes.labels(self.spider_name).inc(size)
+
+    def _scheduler_counts(self) -> None:
+        """Retries and dead letters, from the scheduler's Scrapy stats (cumulative: send the growth)."""
+        stats = self.crawler.stats
+        for name, stat in (("retries", "retry/count"), ("dlq", "dlq/count")):
+            now = stats.get_value(stat, 0) or 0
+            grown = now - self.sent_scheduler[name]
+            if grown > 0:
+                self._count({name: grown})
+                self.sent_scheduler[name] = now
+                if self.metrics is not None:
+                    (self.metrics.retries if name == "retries" else self.metrics.dlq).labels(self.spider_name).inc(grown)
+
+    # -- sending ------------------------------------------------------------------------
+    def flush(self) -> None:
+        """Everything counted since the last flush, in one pipeline; kept for the next one if Redis is down."""
+        self._scheduler_counts()
+        scheduler = frontier_scheduler(self.crawler, "server")
+        if scheduler is None or not (self.totals or self.entries or self.metrics):
+            return
+        server, spider = scheduler.server, self.spider_name
+        totals, minutes, entries = self.totals, self.minutes, self.entries
+        self.totals, self.minutes, self.entries = Counter(), {}, []
+        try:
+            pipe = server.pipeline(transaction=False)
+            key = totals_key(spider)
+            for field, value in totals.items():
+                pipe.hincrby(key, field, value)
+            for minute, counts in minutes.items():
+                mkey = minute_key(spider, minute)
+                for field, value in counts.items():
+                    pipe.hincrby(mkey, field, value)
+                pipe.expire(mkey, self.retention)
+            for entry in entries:
+                pipe.xadd(log_key(spider), entry, maxlen=self.log_max, approximate=True)
+            if self.dropped:
+                pipe.hincrby(key, "log_dropped", self.dropped)
+            if self.metrics is not None:
+                keys = scheduler.keys
+                pipe.hvals(keys.queued).llen(keys.dlq).zcard(keys.inflight)
+            out = pipe.execute()
+            self.dropped = 0
+            if self.metrics is not None:
+                queued, dlq, inflight = out[-3:]
+                self.metrics.queue.labels(spider).set(sum(int(v) for v in queued))
+                self.metrics.dlq_size.labels(spider).set(dlq)
+                self.metrics.inflight.labels(spider).set(inflight)
+        except redis.RedisError as exc:
+            logger.warning("Redis unavailable (%s): cluster stats and %d audit entries held until it is back", exc, len(entries))
+            self.totals.update(totals)
+            for minute, counts in minutes.items():
+                self.minutes.setdefault(minute, Counter()).update(counts)
+            self.entries[:0] = entries[-MAX_HELD_LOG:]

@@ -1,0 +1,1 @@
+"""crawlhub's spider middlewares, one module each (Scrapy's layout): leases (10)."""
