@@ -116,7 +116,7 @@ class RedisScheduler(Scheduler):
         self._wakeup = None
         self._last_renew = self._last_reclaim = self._last_count = 0.0
         self._redis_down = False
-        self._redis_back_at = 0.0  # monotonic time Redis answered again after an outage
+        self._redis_back_at = float("-inf")  # monotonic time Redis answered again after an outage (none yet)
         self.live_workers = 1  # of this spider, counted every few seconds (fair shares of domain slots)
         sig = crawler.signals
         sig.connect(self._store_opened, signal=ch_signals.store_opened)
