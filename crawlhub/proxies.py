@@ -39,6 +39,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from crawlhub.frontier.scripts import source
+from crawlhub.frontier.serializer import PROXY_CHOSEN
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +68,7 @@ def tier_bans_key(domain: str, pool: str) -> str:
 
 SCHEMES = {"http", "https", "socks5", "socks5h", "socks4"}
 # meta keys that hold a proxy's address or credentials for one download: never stored
+PROXY = PROXY_CHOSEN  # meta: the proxy chosen for this download (its id; never stored in Redis)
 TRIED = "crawlhub_proxy_tried"  # meta: ids this page was already banned on
 SWITCHES = "crawlhub_proxy_switches"  # meta: immediate re-fetches through another proxy
 

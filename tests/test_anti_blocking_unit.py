@@ -18,7 +18,7 @@ from crawlhub import proxies as px
 from crawlhub.browser import browser_settings
 from crawlhub.downloadermiddlewares.headers import HeaderProfileMiddleware
 from crawlhub.downloadermiddlewares.proxy import ProxyMiddleware
-from crawlhub.frontier.serializer import PROXY_CHOSEN, RequestSerializer
+from crawlhub.frontier.serializer import RequestSerializer
 from crawlhub.profiles import (
     APPLIED,
     FAMILIES,
@@ -233,20 +233,20 @@ def test_a_chosen_proxy_is_per_download_and_never_serialized():
     assert b"hunter2" not in RequestSerializer().encode(browser)
     own = Request("https://example.com/", meta={"proxy": "http://mine:3128"})
     mw.process_request(own)
-    assert own.meta["proxy"] == "http://mine:3128" and PROXY_CHOSEN not in own.meta
+    assert own.meta["proxy"] == "http://mine:3128" and px.PROXY not in own.meta
 
 
 def test_a_ban_switches_proxy_without_counting_an_attempt():
     mw = proxy_mw({"dc": ["http://a:1", "http://b:1"]})
     request = Request("https://example.com/", meta={"crawlhub_attempts": 1})
     mw.process_request(request)
-    first = request.meta[PROXY_CHOSEN]
+    first = request.meta[px.PROXY]
     again = mw.banned(request, "HTTP 403")
     assert again.meta[px.TRIED] == [first] and again.meta[px.SWITCHES] == 1 and again.dont_filter
     assert again.meta["crawlhub_attempts"] == 1 and again.meta["crawlhub_same_page"]
     assert "proxy" not in again.meta and b"Proxy-Authorization" not in again.headers
     mw.process_request(again)
-    assert again.meta[PROXY_CHOSEN] != first
+    assert again.meta[px.PROXY] != first
     again.meta[px.SWITCHES] = mw.max_switches
     assert mw.banned(again, "HTTP 403") is None, "after PROXY_MAX_SWITCHES the answer is the page's own"
 

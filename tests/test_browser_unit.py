@@ -14,19 +14,21 @@ from tests.helpers import project_settings
 
 
 def spider_settings(spidercls, **overrides) -> Settings:
-    """The settings a crawl of ``spidercls`` gets: Scrapy's spider hook, then crawlhub's add-on."""
-    from scrapy.utils.test import get_crawler
+    """The settings a crawl of ``spidercls`` gets: Scrapy's spider hook, then what crawlhub's add-on does."""
+    from crawlhub.addon import apply_spider, install
 
-    return get_crawler(spidercls, settings_dict={**project_settings(**overrides), "ADDONS": {"crawlhub.Addon": 0}}).settings
+    settings = Settings(project_settings(**overrides))
+    spidercls.update_settings(settings)
+    install(settings, environ={})
+    apply_spider(settings, spidercls)
+    return settings
 
 
 def test_only_browser_spiders_get_the_playwright_handler():
     assert HANDLER not in spider_settings(QuotesSpider).getdict("DOWNLOAD_HANDLERS").values()
     for spidercls in (QuotesJsSpider, QuotesAutoSpider):
         settings = spider_settings(spidercls, BROWSER_TIMEOUT=7)
-        # (Scrapy's get_crawler disables ftp: a None entry, no handler)
-        enabled = {k: v for k, v in settings.getdict("DOWNLOAD_HANDLERS").items() if v is not None}
-        assert enabled == {"http": HANDLER, "https": HANDLER}
+        assert settings.getdict("DOWNLOAD_HANDLERS") == {"http": HANDLER, "https": HANDLER}
         assert settings.getfloat("PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT") == 7000
         assert settings.getint("PLAYWRIGHT_MAX_PAGES_PER_CONTEXT") == 4
     assert HANDLER in spider_settings(QuotesSpider, BROWSER_ENABLED=True).getdict("DOWNLOAD_HANDLERS").values()

@@ -79,6 +79,7 @@ def test_embedded_servers_are_started_once_and_shared(site, tmp_path):
     try:
         up = run([*CRAWLHUB, "services", "up"], env)
         assert up.returncode == 0, up.stderr
+        assert "redis  up   redis://127.0.0.1:" in up.stdout
         assert f"redis  up   redis://127.0.0.1:{redis_port}/0" in up.stdout
         assert f"mongo  up   mongodb://127.0.0.1:{mongo_port}/" in up.stdout
         assert f"seed a crawl: redis-cli -p {redis_port} lpush SPIDER:start_urls URL" in up.stdout

@@ -21,13 +21,13 @@ from scrapy.utils.misc import load_object
 from crawlhub.components import cluster_choice, frontier_scheduler
 from crawlhub.frontier.leases import domain_of
 from crawlhub.frontier.serializer import PER_DOWNLOAD_META
-from crawlhub.frontier.serializer import PROXY_CHOSEN as PROXY
 from crawlhub.proxies import (
     DEAD,
     DOMAINS,
     ESCALATE,
     FAIL,
     HEALTH,
+    PROXY,
     REGISTRY,
     STICKY,
     SWITCHES,
