@@ -51,7 +51,7 @@ $(STAMP): requirements.txt pyproject.toml
 	@touch $(STAMP)
 
 demo: setup
-	$(PY) -m crawlhub.demo --workers $(WORKERS)
+	$(PY) -m demo.run --workers $(WORKERS)
 
 # The browser tests need a Chromium: Debian's (sysdeps), else Playwright's own build. Without
 # one, `make test` stops here with the cause, unless CRAWLHUB_SKIP_BROWSER_TESTS=1 says to skip them.

@@ -171,8 +171,9 @@ def queued_request_bytes(server, base: str, count: int = 10000) -> dict:
     from scrapy.utils.test import get_crawler
     from scrapy_redis.queue import PriorityQueue
 
-    from crawlhub.frontier.leases import Frontier, Keys, domain_of
+    from crawlhub._utils.urls import domain_of
     from crawlhub.frontier.serializer import RequestSerializer
+    from tests.frontier_ops import Frontier, Keys
     from tests.helpers import project_settings
 
     class Spider(scrapy.Spider):

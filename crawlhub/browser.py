@@ -27,11 +27,14 @@ from pathlib import Path
 
 from scrapy.exceptions import NotConfigured
 
+from crawlhub import meta
+from crawlhub.frontier import keys
+
 logger = logging.getLogger(__name__)
 
-MARKED = "crawlhub:browser_domains"  # set: domains every worker renders in the browser
-COUNTS = "crawlhub:browser:"  # hash per domain: plain (had the data), fallback (did not)
-SAME_PAGE = "crawlhub_same_page"  # meta: this request replaces its lease's (same page, other way)
+MARKED = keys.BROWSER_DOMAINS  # set: domains every worker renders in the browser
+COUNTS = keys.BROWSER_COUNTS  # + domain: hash of plain (had the data), fallback (did not)
+SAME_PAGE = meta.SAME_PAGE  # this request replaces its lease's (same page, other way)
 HANDLER = "crawlhub.browser_handler.BrowserDownloadHandler"
 # Chromium as root, offline: no sandbox (needs user namespaces), no GPU, no
 # background connections to Google (refused here, and slow to fail).

@@ -1,13 +1,30 @@
-"""Downloader and spider middlewares: leases, retries, politeness, robots.txt."""
+"""What components share: how they reach the frontier, and one choice for the whole cluster.
+
+A component (middleware, pipeline, extension) reaches the shared frontier
+through :func:`crawlhub.frontier.client.frontier_of` (re-exported here):
+``frontier_of(crawler)`` is the running crawl's
+:class:`~crawlhub.frontier.client.FrontierClient`, or None when the crawl
+does not run on crawlhub's scheduler; a component then does what plain
+Scrapy would.
+"""
+
+from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import redis
+from scrapy.crawler import Crawler
+
+from crawlhub.frontier.client import FrontierClient, frontier_of
+
+__all__ = ["FrontierMiddleware", "cluster_choice", "frontier_of"]
 
 logger = logging.getLogger(__name__)
 
 
-def cluster_choice(server, key: str, field: str, proposal: str, acceptable) -> str:
+def cluster_choice(server: redis.Redis | None, key: str, field: str, proposal: str,
+                   acceptable: Callable[[str], bool]) -> str:
     """One choice for the whole cluster, kept in field ``field`` of hash ``key``.
 
     The first worker to propose wins (HSETNX). A stored choice that this worker
@@ -30,28 +47,22 @@ def cluster_choice(server, key: str, field: str, proposal: str, acceptable) -> s
         return proposal
 
 
-def frontier_scheduler(crawler, needs: str = "lease_of"):
-    """The running crawl's scheduler if it is crawlhub's (it has ``needs``), else None."""
-    try:
-        engine = crawler.engine
-    except RuntimeError:  # the crawl has not started (Scrapy sets the engine then)
-        return None
-    scheduler = engine.scheduler if engine else None
-    return scheduler if getattr(scheduler, needs, None) is not None else None
-
-
 class FrontierMiddleware:
-    """Base of the middlewares that work with crawlhub's scheduler (``needs`` names what they use)."""
+    """Base of the middlewares that work with the shared frontier (``self.frontier``, None without it)."""
 
-    needs = "lease_of"
-
-    def __init__(self, crawler):
+    def __init__(self, crawler: Crawler):
         self.crawler = crawler
 
     @classmethod
-    def from_crawler(cls, crawler):
+    def from_crawler(cls, crawler: Crawler):
         return cls(crawler)
 
     @property
-    def scheduler(self):
-        return frontier_scheduler(self.crawler, self.needs)
+    def frontier(self) -> FrontierClient | None:
+        return frontier_of(self.crawler)
+
+    @property
+    def server(self) -> redis.Redis | None:
+        """The shared Redis (None: no shared frontier, e.g. a unit test or a plain Scrapy scheduler)."""
+        frontier = frontier_of(self.crawler)
+        return frontier.server if frontier is not None else None

@@ -40,7 +40,6 @@ EMBEDDED_MONGO_PORT = 27017
 # --- Frontier (scrapy-redis, JSON-serialized, shared by every worker) ------
 SCHEDULER = "crawlhub.frontier.scheduler.RedisScheduler"
 DUPEFILTER_CLASS = "crawlhub.frontier.dupefilter.RedisDupeFilter"
-SCHEDULER_QUEUE_CLASS = "crawlhub.frontier.queue.JsonPriorityQueue"
 SCHEDULER_QUEUE_KEY = "%(spider)s:requests"
 SCHEDULER_DUPEFILTER_KEY = "%(spider)s:dupefilter"
 # A worker never wipes the shared queue or dupefilter when it closes; only

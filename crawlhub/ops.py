@@ -10,29 +10,19 @@ from __future__ import annotations
 import html
 import json
 import time
-from dataclasses import asdict
 
-from crawlhub.extensions.workers import workers_key
-from crawlhub.frontier.leases import Frontier, Keys
+from crawlhub.frontier.keys import Keys
+from crawlhub.frontier.keys import spider_keys as spider_keys_of
+from crawlhub.frontier.operations import queued_per_domain
 from crawlhub.proxies import proxy_health
-from crawlhub.stats import LATENCY_BUCKETS_MS, log_key, minute_key, percentile, totals_key
+from crawlhub.stats import LATENCY_BUCKETS_MS, log_key, minute_key, percentile
 
 CLASSES = ("2xx", "3xx", "4xx", "5xx", "error")
 
 
 def spider_keys(settings, spider: str) -> dict[str, str]:
     """Every Redis key crawlhub keeps for a spider (docs/redis-keys.md)."""
-    keys = asdict(Keys.for_spider(settings, spider))
-    keys.update(bad_seeds=f"{spider}:bad_seeds", bad_requests=f"{spider}:bad_requests", workers=workers_key(spider),
-                stats_totals=totals_key(spider), log=log_key(spider))
-    return keys
-
-
-def existing_spider_keys(server, settings, spider: str) -> list[str]:
-    """spider_keys plus the per-domain queues and per-minute stats that exist now (what `reset` deletes)."""
-    named = spider_keys(settings, spider)
-    prefixes = (named["queue"], named["dupefilter"], f"{spider}:stats:m")
-    return list(named.values()) + [k.decode() for prefix in prefixes for k in server.scan_iter(prefix + ":*", count=1000)]
+    return Keys.for_spider(settings, spider).names()
 
 
 def _ints(raw: dict) -> dict[str, int]:
@@ -107,7 +97,7 @@ def cluster_status(server, settings, spider: str, with_items: bool = True) -> di
     """Everything `crawlhub status SPIDER` shows, as JSON-able data (docs/cli.md)."""
     now = time.time()
     keys = spider_keys(settings, spider)
-    per_domain = Frontier(server, Keys.for_spider(settings, spider), spider).queued()
+    per_domain = queued_per_domain(server, Keys.for_spider(settings, spider))
     pipe = server.pipeline(transaction=False)
     pipe.llen(keys["seeds"]).zcard(keys["inflight"]).zcard(keys["delayed"])
     pipe.llen(keys["dlq"]).get(keys["seen"]).llen(keys["bad_seeds"]).llen(keys["bad_requests"])
@@ -299,7 +289,8 @@ def bucketed(rows: list[tuple[float, dict[str, int]]], seconds: int) -> list[dic
 def report_series(server, spider: str) -> list[dict]:
     """Attempts over time, in buckets fitted to the crawl's length: from the audit log (every attempt,
     to the second) when it still holds the whole crawl, else from the per-minute counts."""
-    minute_keys = sorted(int(k.decode().rsplit(":", 1)[1]) for k in server.scan_iter(f"{spider}:stats:m:*", count=1000))
+    pattern = spider_keys_of(spider).stats_minutes + ":*"
+    minute_keys = sorted(int(k.decode().rsplit(":", 1)[1]) for k in server.scan_iter(pattern, count=1000))
     pipe = server.pipeline(transaction=False)
     for m in minute_keys:
         pipe.hgetall(minute_key(spider, m))

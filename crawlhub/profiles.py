@@ -39,15 +39,17 @@ from urllib.parse import urlsplit
 
 from scrapy.exceptions import NotConfigured
 
+from crawlhub import meta
+from crawlhub.frontier import keys
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_FILE = Path(__file__).parent / "data" / "browser_profiles.json"
 FAMILIES = ("chrome", "edge", "firefox", "safari")
 CHROMIUM = frozenset({"chrome", "edge"})
 OSES = ("windows", "macos", "linux")
-STICKY = "crawlhub:profiles:sticky"  # hash: sticky key (proxy id or domain) -> profile id
-APPLIED = "crawlhub_profile_headers"  # meta: header names this middleware set (removed on a retry)
-PROFILE_META = "header_profile"  # meta: a profile id to use, or False for none
+STICKY = keys.PROFILES_STICKY  # hash: sticky key (proxy id or domain) -> profile id
+APPLIED, PROFILE_META = meta.PROFILE_HEADERS, meta.HEADER_PROFILE  # (crawlhub.meta)
 
 _CLIENT_HINTS = ("sec-ch-ua", "sec-ch-ua-mobile", "sec-ch-ua-platform")
 _FETCH = ("sec-fetch-site", "sec-fetch-mode", "sec-fetch-dest")

@@ -38,39 +38,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from crawlhub import meta
+from crawlhub.frontier import keys
 from crawlhub.frontier.scripts import source
-from crawlhub.frontier.serializer import PROXY_CHOSEN
 
 logger = logging.getLogger(__name__)
 
-REGISTRY = "crawlhub:proxies"  # hash: proxy id -> JSON (pool, scheme, host, port, country): no credentials
-HEALTH = "crawlhub:proxy:health"  # hash: <id>:ok, <id>:fail, <id>:streak, <id>:error, <id>:used
-DEAD = "crawlhub:proxy:dead"  # hash: proxy id -> dead until (unix time)
-DOMAINS = "crawlhub:proxy:domains"  # set: domains with proxy state
-STICKY = "crawlhub:proxy:sticky"  # hash: domain -> proxy id (PROXY_ROTATION = sticky)
-
-
-def cool_key(domain: str) -> str:
-    return f"crawlhub:proxy:cool:{domain}"  # hash: proxy id -> cooling until (unix time)
-
-
-def strikes_key(domain: str) -> str:
-    return f"crawlhub:proxy:strikes:{domain}"  # hash: proxy id -> failures in a row on the domain
-
-
-def tier_key(domain: str) -> str:
-    return f"crawlhub:proxy:tier:{domain}"  # string (expires): the pool the domain uses now
-
-
-def tier_bans_key(domain: str, pool: str) -> str:
-    return f"crawlhub:proxy:tierbans:{domain}:{pool}"  # counter (expires): bans in that pool
+# the proxies' Redis keys (crawlhub.frontier.keys)
+REGISTRY, HEALTH, DEAD = keys.PROXY_REGISTRY, keys.PROXY_HEALTH, keys.PROXY_DEAD
+DOMAINS, STICKY = keys.PROXY_DOMAINS, keys.PROXY_STICKY
+cool_key, strikes_key, tier_key, tier_bans_key = keys.proxy_cool, keys.proxy_strikes, keys.proxy_tier, keys.proxy_tier_bans
 
 
 SCHEMES = {"http", "https", "socks5", "socks5h", "socks4"}
 # meta keys that hold a proxy's address or credentials for one download: never stored
-PROXY = PROXY_CHOSEN  # meta: the proxy chosen for this download (its id; never stored in Redis)
-TRIED = "crawlhub_proxy_tried"  # meta: ids this page was already banned on
-SWITCHES = "crawlhub_proxy_switches"  # meta: immediate re-fetches through another proxy
+PROXY, TRIED, SWITCHES = meta.PROXY, meta.PROXY_TRIED, meta.PROXY_SWITCHES  # (crawlhub.meta)
 
 
 class ProxyConfigError(ValueError):
@@ -237,3 +219,15 @@ def format_health(health: dict) -> list[str]:
     for domain, pool in sorted(health["tiers"].items()):
         lines.append(f"  {domain} uses pool {pool!r}")
     return lines
+
+
+def reset_state(server, domain: str | None = None) -> int:
+    """Forget cool-downs, dead marks, failure counts and escalations (all, or one domain's); keys removed."""
+    domains = [domain] if domain else [d.decode() for d in server.smembers(DOMAINS)]
+    names = [k for d in domains for k in (cool_key(d), strikes_key(d), tier_key(d))]
+    names += [k.decode() for d in domains for k in server.scan_iter(tier_bans_key(d, "*"), count=1000)]
+    if domain:
+        server.srem(DOMAINS, domain)
+    else:
+        names += [DEAD, HEALTH, DOMAINS, STICKY]
+    return int(server.delete(*names)) if names else 0

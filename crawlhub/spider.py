@@ -32,10 +32,12 @@ import redis
 from scrapy import Request, Spider, signals
 from scrapy.exceptions import CloseSpider, DontCloseSpider
 
+from crawlhub.components import frontier_of
 from crawlhub.connection import get_redis
+from crawlhub.frontier.keys import Keys
+from crawlhub.meta import SEED_HOST
 from crawlhub.seeds import BadSeed, parse_seed
 
-SEED_HOST = "crawlhub_seed_host"
 IDLE_CHECK_GAP = 15.0  # seconds between idle checks beyond which the worker was not running
 # Scrapy's certificate-verifying TLS context (Twisted's recommended one for web clients)
 VERIFYING_CONTEXT_FACTORY = "scrapy.core.downloader.contextfactory.BrowserLikeContextFactory"
@@ -81,8 +83,8 @@ class CrawlhubSpider(Spider):
         if self._configured:
             return
         settings = self.crawler.settings
-        self.seeds_key = settings.get("REDIS_START_URLS_KEY", "%(name)s:start_urls") % {"name": self.name}
-        self.bad_seeds_key = f"{self.name}:bad_seeds"
+        keys = Keys.for_spider(settings, self.name)
+        self.seeds_key, self.bad_seeds_key = keys.seeds, keys.bad_seeds
         self.seed_batch = settings.getint("SEED_BATCH_SIZE") or settings.getint("CONCURRENT_REQUESTS")
         self.seed_max_bytes = settings.getint("SEED_MAX_BYTES")
         self.bad_seeds_max = settings.getint("BAD_SEEDS_MAX")
@@ -166,8 +168,8 @@ class CrawlhubSpider(Spider):
         self._configure()
         if not self.shared:
             return
-        scheduler = self.crawler.engine.scheduler
-        if getattr(scheduler, "budget_exhausted", False):
+        frontier = frontier_of(self.crawler)
+        if frontier is not None and frontier.budget_exhausted:
             raise CloseSpider("budget_exhausted")
         scheduled = 0
         try:
@@ -183,7 +185,6 @@ class CrawlhubSpider(Spider):
         asleep = self._last_idle_check is not None and now - self._last_idle_check > IDLE_CHECK_GAP
         self._last_idle_check = now
         busy = bool(scheduled) or asleep
-        frontier = getattr(scheduler, "frontier", None)
         if not busy and frontier is not None:
             try:
                 counts = frontier.counts()

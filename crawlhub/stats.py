@@ -29,25 +29,28 @@ from __future__ import annotations
 
 import logging
 
+from crawlhub import meta
+from crawlhub.frontier.keys import spider_keys
+
 logger = logging.getLogger(__name__)
 
 # latency histogram bucket upper bounds, milliseconds ("inf" above the last)
 # upper bounds; a local or cached page answers in a few ms, a far one in seconds
 LATENCY_BUCKETS_MS = (2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
-STARTED = "crawlhub_attempt_started"  # meta: when this attempt went to the downloader (monotonic)
+STARTED = meta.ATTEMPT_STARTED  # when this attempt went to the downloader (monotonic)
 MAX_HELD_LOG = 50_000  # audit entries held while Redis is down; older ones are dropped (and counted)
 
 
 def totals_key(spider: str) -> str:
-    return f"{spider}:stats:totals"
+    return spider_keys(spider).stats_totals
 
 
 def minute_key(spider: str, minute: int) -> str:
-    return f"{spider}:stats:m:{minute}"
+    return spider_keys(spider).minute(minute)
 
 
 def log_key(spider: str) -> str:
-    return f"{spider}:log"
+    return spider_keys(spider).log
 
 
 def status_class(status: int | None) -> str:

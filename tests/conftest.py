@@ -16,9 +16,9 @@ from scrapy.settings import Settings
 
 from crawlhub.browser import chromium_path
 from crawlhub.services import EmbeddedMongo, EmbeddedRedis
-from crawlhub.sites import LocalSite
 from tests import harness
 from tests.harness import crawl_env
+from tests.sites.server import LocalSite
 
 _db_names = itertools.count()
 

@@ -13,12 +13,13 @@ from collections import Counter
 
 import pytest
 
-from crawlhub.frontier.leases import domain_of
+from crawlhub._utils.urls import domain_of
 from crawlhub.profiles import family_of, incoherence
 from crawlhub.proxies import cool_key, tier_key
-from crawlhub.sites import LocalProxy, refused_port, shop_pages
 from tests.harness import all_redis_values, cli, run_workers
 from tests.sites.quotes import quote_pages, quote_pages_js, render_handler, rendered
+from tests.sites.server import LocalProxy, refused_port
+from tests.sites.shop import shop_pages
 
 SECRET = "s3cr3t-pw"
 

@@ -13,8 +13,8 @@ from collections import Counter
 
 import pytest
 
+from crawlhub._utils.urls import domain_of
 from crawlhub.browser import MARKED
-from crawlhub.frontier.leases import domain_of
 from tests.harness import run_workers
 from tests.sites.quotes import quote_pages, quote_pages_js, render_handler, rendered
 

@@ -11,8 +11,8 @@ from collections import Counter
 import pymongo
 
 from crawlhub.services import EmbeddedMongo, EmbeddedRedis
-from crawlhub.sites import shop_pages
 from tests.harness import crawl_env, queued, seen, start_worker, wait_all
+from tests.sites.shop import shop_pages
 
 # fast lease expiry so that a killed worker's requests come back within seconds
 LEASES = {"LEASE_TTL": 3, "LEASE_RECLAIM_INTERVAL": 1, "MAX_IDLE_TIME_BEFORE_CLOSE": 3}

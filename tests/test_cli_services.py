@@ -12,11 +12,11 @@ import sys
 from scrapy.settings import Settings
 
 from crawlhub import services
-from crawlhub.frontier.leases import Frontier, Keys
 from crawlhub.services import EmbeddedMongo, EmbeddedRedis, free_port
-from crawlhub.sites import shop_pages
+from tests.frontier_ops import Frontier, Keys
 from tests.harness import ROOT, SCRAPY, run_workers
 from tests.helpers import project_settings
+from tests.sites.shop import shop_pages
 
 CRAWLHUB = [sys.executable, "-m", "crawlhub.cli"]
 

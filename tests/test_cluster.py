@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from crawlhub.sites import shop_pages, shop_products
 from tests.harness import run_workers, seen, start_worker, wait_all, worker_records
+from tests.sites.shop import shop_pages, shop_products
 
 PRODUCTS, PER_PAGE = 360, 8  # 45 listing pages
 

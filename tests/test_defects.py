@@ -165,7 +165,7 @@ def test_a_document_mongodb_refuses_is_quarantined_and_the_batch_acked(env, site
 
 
 def demo(env, *args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "crawlhub.demo", *args], cwd=ROOT, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "demo.run", *args], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=300)
 
 

@@ -20,8 +20,8 @@ import pytest
 import yaml
 
 from crawlhub import default_settings as project_settings
-from crawlhub.sites import shop_pages
 from tests.harness import ROOT, cli, run_workers, start_worker
+from tests.sites.shop import shop_pages
 
 DEPLOY = ROOT / "deploy"
 SETTINGS = {n for n in dir(project_settings) if n.isupper()}

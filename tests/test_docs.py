@@ -34,15 +34,11 @@ def test_every_redis_key_is_documented():
 
 
 def test_per_domain_keys_are_documented():
-    from crawlhub.downloadermiddlewares import robots
-    from crawlhub.frontier import politeness
-    from crawlhub.frontier.leases import Frontier
+    from crawlhub.frontier import keys
 
     doc = (ROOT / "docs" / "redis-keys.md").read_text()
-    from crawlhub import browser
-
-    for key in (Frontier.LIMITS, politeness.KNOWN, politeness.STATE + "<domain>", robots.PREFIX + "<origin>",
-                browser.MARKED, browser.COUNTS + "<domain>"):
+    for key in (keys.LIMITS, keys.DOMAINS, keys.domain_state("<domain>"), keys.domain_active("<domain>"),
+                keys.robots("<origin>"), keys.BROWSER_DOMAINS, keys.browser_counts("<domain>")):
         assert f"`{key}`" in doc, key
 
 

@@ -9,8 +9,8 @@ import time
 import redis
 
 from crawlhub.services import free_port
-from crawlhub.sites import shop_pages
 from tests.harness import all_redis_values, queued, redis_with_password, run_workers, start_worker
+from tests.sites.shop import shop_pages
 
 
 def test_redis_down_is_a_clear_error_and_a_failed_exit(env, tmp_path):

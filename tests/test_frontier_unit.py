@@ -9,7 +9,7 @@ import pytest
 from scrapy.settings import Settings
 
 from crawlhub.frontier.dupefilter import BloomFilter, ExactFilter, make_filter, seen_count
-from crawlhub.frontier.leases import Frontier, Keys
+from tests.frontier_ops import Frontier, Keys
 from tests.helpers import project_settings
 
 
@@ -117,24 +117,23 @@ def test_redisbloom_detection_turns_only_a_refusal_into_no_module(redis_url):
 
 def test_stats_counters_are_held_while_redis_is_down(redis_client):
     """Retries, permanent failures, robots refusals, reclaims: counted while Redis is down, sent when it is back."""
-    from collections import Counter
 
     import redis
     from redis.backoff import NoBackoff
     from redis.retry import Retry
 
-    from crawlhub.frontier.scheduler import RedisScheduler
+    from crawlhub.frontier.client import ClusterCounters
     from crawlhub.services import free_port
 
-    scheduler = RedisScheduler.__new__(RedisScheduler)  # only the counting part
-    scheduler.pending_counts, scheduler.keys = Counter(), Keys.for_spider(Settings(project_settings()), "sp")
-    scheduler.server = redis.Redis(port=free_port(), socket_connect_timeout=0.2, retry=Retry(NoBackoff(), 0))
-    scheduler.count("retries")
-    scheduler.count("permanent_failures:x.example", 2)
+    keys = Keys.for_spider(Settings(project_settings()), "sp")
+    down = redis.Redis(port=free_port(), socket_connect_timeout=0.2, retry=Retry(NoBackoff(), 0))
+    counters = ClusterCounters(down, keys.stats)
+    counters.count("retries")
+    counters.count("permanent_failures:x.example", 2)
     with pytest.raises(redis.ConnectionError):
-        scheduler._send_counts()
-    scheduler.server = redis_client  # Redis is back
-    scheduler.count("retries")
-    scheduler._send_counts()
+        counters.send()
+    counters.server = redis_client  # Redis is back
+    counters.count("retries")
+    counters.send()
     assert redis_client.hgetall("sp:stats") == {b"retries": b"2", b"permanent_failures:x.example": b"2"}
-    assert not scheduler.pending_counts
+    assert not counters.pending

@@ -8,8 +8,8 @@ import time
 import pytest
 
 from crawlhub.frontier import scripts
-from crawlhub.frontier.leases import BUDGET_EXHAUSTED
 from crawlhub.proxies import cool_key, strikes_key, tier_key
+from tests.frontier_ops import BUDGET_EXHAUSTED
 from tests.test_frontier_unit import frontier_for, request
 
 

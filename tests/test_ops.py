@@ -17,9 +17,10 @@ from collections import Counter
 
 import pytest
 
-from crawlhub.frontier.leases import domain_of
-from crawlhub.sites import refused_port, shop_pages
+from crawlhub._utils.urls import domain_of
 from tests.harness import ROOT, cli, queued, seen, start_worker, wait_all
+from tests.sites.server import refused_port
+from tests.sites.shop import shop_pages
 
 
 def wait_for(predicate, timeout: float, step: float = 0.2):

@@ -20,7 +20,7 @@ from scrapy.utils.test import get_crawler
 
 from crawlhub import stats as st
 from crawlhub.downloadermiddlewares import stats as stats_mw
-from crawlhub.frontier.leases import Keys
+from crawlhub.frontier.keys import Keys
 from crawlhub.ops import html_report, log_entry, matches, pages_per_minute, read_log, worker_rows
 from tests.harness import ROOT
 from tests.helpers import project_settings
@@ -64,7 +64,7 @@ def middleware(redis_client, **settings):
 
 def test_attempts_are_counted_and_logged_in_one_flush(redis_client, monkeypatch):
     mw, scheduler = middleware(redis_client)
-    monkeypatch.setattr(stats_mw, "frontier_scheduler", lambda crawler, needs: scheduler)
+    monkeypatch.setattr(stats_mw, "frontier_of", lambda crawler: scheduler)
     for n, status in enumerate((200, 200, 404, 503)):
         request = Request(f"https://shop.example/{n}", meta={"crawlhub_proxy": "dc/p:1"} if n == 3 else {})
         mw.process_request(request)
@@ -99,7 +99,7 @@ def test_counts_wait_for_redis_when_it_is_down(redis_client, monkeypatch):
 
     mw, _ = middleware(redis_client)
     broken = SimpleNamespace(server=redis_lib.Redis(port=1, socket_connect_timeout=0.2), keys=None)
-    monkeypatch.setattr(stats_mw, "frontier_scheduler", lambda crawler, needs: broken)
+    monkeypatch.setattr(stats_mw, "frontier_of", lambda crawler: broken)
     request = Request("https://shop.example/")
     mw.process_request(request)
     mw.process_response(request, HtmlResponse(request.url, body=b"", request=request))

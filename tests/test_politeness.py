@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-from crawlhub.frontier.leases import domain_of
-from crawlhub.sites import shop_pages
+from crawlhub._utils.urls import domain_of
 from tests.harness import cli, run_workers, worker_records
+from tests.sites.shop import shop_pages
 
 ROBOTS_PATH = "/robots.txt"
 

@@ -8,8 +8,8 @@ import time
 import pytest
 from scrapy.settings import Settings
 
+from crawlhub._utils.urls import domain_of
 from crawlhub.downloadermiddlewares.robots import ALLOW, ERROR, RULES, Robots
-from crawlhub.frontier.leases import Frontier, Keys, domain_of, lease_domain
 from crawlhub.frontier.politeness import (
     BadLimit,
     Politeness,
@@ -19,6 +19,7 @@ from crawlhub.frontier.politeness import (
     parse_rate,
     set_limit,
 )
+from tests.frontier_ops import Frontier, Keys, lease_domain
 from tests.helpers import project_settings
 
 

@@ -6,9 +6,9 @@ import json
 import shutil
 from collections import Counter
 
-from crawlhub.frontier.leases import domain_of
-from crawlhub.sites import shop_pages
+from crawlhub._utils.urls import domain_of
 from tests.harness import ROOT, cli, queued, run_workers, start_worker, wait_all, worker_records
+from tests.sites.shop import shop_pages
 
 FAST_RETRY = {"RETRY_BACKOFF_BASE": 0.2, "RETRY_TIMES": 2}
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from crawlhub.sites import product_price, shop_pages
 from tests.harness import cli, run_workers
 from tests.sites.quotes import quote_pages
+from tests.sites.shop import product_price, shop_pages
 
 
 def test_recrawl_refreshes_last_seen_and_rewrites_only_what_changed(env, site, redis_client, mongo_db, tmp_path):

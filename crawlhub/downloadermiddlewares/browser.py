@@ -12,16 +12,15 @@ import redis
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import TextResponse
 
+from crawlhub._utils.urls import domain_of
 from crawlhub.browser import COUNTS, HANDLER, MARKED, SAME_PAGE, is_browser_timeout
 from crawlhub.components import FrontierMiddleware
-from crawlhub.frontier.leases import domain_of
 
 logger = logging.getLogger(__name__)
 
 class BrowserMiddleware(FrontierMiddleware):
     """Which requests the browser renders; the fallback; timeouts as retries (order 370, before the proxy and header profile)."""
 
-    needs = "retry"
 
     def __init__(self, crawler):
         super().__init__(crawler)
@@ -34,8 +33,8 @@ class BrowserMiddleware(FrontierMiddleware):
         self._loaded = 0.0
 
     def _server(self):
-        scheduler = self.scheduler
-        return scheduler.server if scheduler is not None else None
+        frontier = self.frontier
+        return frontier.server if frontier is not None else None
 
     def marked_domains(self) -> set[str]:
         if time.monotonic() - self._loaded > self.refresh and (server := self._server()) is not None:
@@ -103,9 +102,9 @@ class BrowserMiddleware(FrontierMiddleware):
     def process_exception(self, request, exception):
         if not request.meta.get("playwright") or not is_browser_timeout(exception):
             return None
-        scheduler = self.scheduler
+        frontier = self.frontier
         reason = f"browser timeout: {str(exception).splitlines()[0]}"[:500]
         self.crawler.stats.inc_value("browser/timeouts")
-        if scheduler is not None and scheduler.retry(request, reason):
+        if frontier is not None and frontier.retry(request, reason):
             raise IgnoreRequest(f"{reason}: retry or DLQ through the frontier")
         return None

@@ -9,8 +9,9 @@ import logging
 
 from scrapy.exceptions import NotConfigured
 
-from crawlhub.components import cluster_choice, frontier_scheduler
-from crawlhub.frontier.leases import domain_of
+from crawlhub import meta
+from crawlhub._utils.urls import domain_of
+from crawlhub.components import cluster_choice, frontier_of
 from crawlhub.profiles import APPLIED, PROFILE_META, STICKY, Profile, ProfileBook, ProfileError, load_profiles
 
 logger = logging.getLogger(__name__)
@@ -62,13 +63,13 @@ class HeaderProfileMiddleware:
         if policy == "rotate":
             return self.book.pick()
         # sticky: the same proxy always shows the same browser (per domain without proxies)
-        return self._sticky(request.meta.get("crawlhub_proxy") or domain_of(request.url))
+        return self._sticky(request.meta.get(meta.PROXY) or domain_of(request.url))
 
     def _sticky(self, key: str) -> Profile:
         chosen = self.sticky.get(key)
         if chosen not in self.book.by_id:  # the first worker to choose decides for the cluster
-            scheduler = frontier_scheduler(self.crawler, "server")
-            chosen = cluster_choice(scheduler.server if scheduler else None, STICKY, key, self.book.pick().id,
+            frontier = frontier_of(self.crawler)
+            chosen = cluster_choice(frontier.server if frontier else None, STICKY, key, self.book.pick().id,
                                     self.book.by_id.__contains__)
             self.sticky[key] = chosen
         return self.book.by_id[chosen]
@@ -87,6 +88,6 @@ class HeaderProfileMiddleware:
             request.headers[name] = value
             applied.append(name)
         request.meta[APPLIED] = applied
-        request.meta["crawlhub_profile"] = profile.id
+        request.meta[meta.PROFILE] = profile.id
         self.crawler.stats.inc_value(f"profiles/{profile.family}")
         return None

@@ -13,11 +13,7 @@ from __future__ import annotations
 
 from scrapy.exceptions import IgnoreRequest
 
-from crawlhub.components import frontier_scheduler
-
-
-def _scheduler(crawler):
-    return frontier_scheduler(crawler)
+from crawlhub.components import frontier_of
 
 
 class LeaseDownloaderMiddleware:
@@ -29,11 +25,11 @@ class LeaseDownloaderMiddleware:
         return cls(crawler)
 
     def process_exception(self, request, exception):
-        scheduler = _scheduler(self.crawler)
-        if scheduler is None or scheduler.lease_of(request) is None:
+        frontier = frontier_of(self.crawler)
+        if frontier is None or frontier.lease_of(request) is None:
             return None
         if isinstance(exception, IgnoreRequest):
-            scheduler.dropped(request, str(exception) or type(exception).__name__)
+            frontier.dropped(request, str(exception) or type(exception).__name__)
         else:
-            scheduler.dead_letter(request, error=f"{type(exception).__name__}: {exception}"[:1000])
+            frontier.dead_letter(request, error=f"{type(exception).__name__}: {exception}"[:1000])
         return None

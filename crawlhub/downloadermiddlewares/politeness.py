@@ -24,28 +24,24 @@ import logging
 
 import redis
 
+from crawlhub._utils.urls import domain_of
 from crawlhub.components import FrontierMiddleware
 from crawlhub.downloadermiddlewares.retry import retry_after_seconds
-from crawlhub.frontier.leases import domain_of
-from crawlhub.frontier.scheduler import LEASE
+from crawlhub.meta import LEASE, RESLOT, SLOT_TAKEN
 
 logger = logging.getLogger(__name__)
 
-RESLOT = "crawlhub_reslot"  # meta: this leased request's slot was used by robots.txt; take a new one
-SLOT_TAKEN = "crawlhub_slot_taken"  # meta: this unleased request already has a slot
-
 
 class PolitenessMiddleware(FrontierMiddleware):
-    needs = "politeness"
 
     async def process_request(self, request):
-        scheduler = self.scheduler
-        if scheduler is None or request.meta.pop(SLOT_TAKEN, False):
+        frontier = self.frontier
+        if frontier is None or request.meta.pop(SLOT_TAKEN, False):
             return None
         if request.meta.get(LEASE) and not request.meta.pop(RESLOT, False):
             return None
         try:
-            wait = scheduler.politeness.reserve(domain_of(request.url))
+            wait = frontier.politeness.reserve(domain_of(request.url))
         except redis.RedisError as exc:
             logger.warning("Redis unavailable (%s): %s goes without a politeness slot", exc, request.url)
             return None
@@ -62,6 +58,6 @@ class PolitenessMiddleware(FrontierMiddleware):
         return None
 
     def _finish(self, request, status, retry_after=0.0):
-        scheduler = self.scheduler
-        if scheduler is not None:
-            scheduler.download_finished(request, status, retry_after)
+        frontier = self.frontier
+        if frontier is not None:
+            frontier.download_finished(request, status, retry_after)

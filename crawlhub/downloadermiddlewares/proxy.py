@@ -18,8 +18,9 @@ import redis
 from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.utils.misc import load_object
 
-from crawlhub.components import cluster_choice, frontier_scheduler
-from crawlhub.frontier.leases import domain_of
+from crawlhub import meta
+from crawlhub._utils.urls import domain_of
+from crawlhub.components import cluster_choice, frontier_of
 from crawlhub.frontier.serializer import PER_DOWNLOAD_META
 from crawlhub.proxies import (
     DEAD,
@@ -105,8 +106,8 @@ class ProxyMiddleware:
     # -- Redis ------------------------------------------------------------------
     @property
     def server(self):
-        scheduler = frontier_scheduler(self.crawler, "server")
-        return scheduler.server if scheduler is not None else None
+        frontier = frontier_of(self.crawler)
+        return frontier.server if frontier is not None else None
 
     def _register(self, server) -> None:
         if self._registered:
@@ -234,9 +235,9 @@ class ProxyMiddleware:
         waits = [u - now for u in (st.cool.values() if st else ()) if u > now] + [u - now for u in self.dead.values() if u > now]
         wait = min(waits) if waits else self.base
         self.crawler.stats.inc_value("proxy/none_healthy")
-        scheduler = frontier_scheduler(self.crawler, "retry")
+        frontier = frontier_of(self.crawler)
         reason = f"no healthy proxy for {domain}"
-        if scheduler is not None and scheduler.retry(request, reason, retry_after=max(1.0, wait)):
+        if frontier is not None and frontier.retry(request, reason, retry_after=max(1.0, wait)):
             raise IgnoreRequest(f"{reason}: waiting {wait:.0f}s as a retry (then the DLQ)")
         raise IgnoreRequest(reason)
 
@@ -260,7 +261,7 @@ class ProxyMiddleware:
         again.headers.pop(b"Proxy-Authorization", None)
         again.meta[SWITCHES] = switches + 1
         again.meta[TRIED] = sorted({*(request.meta.get(TRIED) or ()), proxy.id})
-        again.meta["crawlhub_same_page"] = True  # replaces its lease: not a new attempt of the page
+        again.meta[meta.SAME_PAGE] = True  # replaces its lease: not a new attempt of the page
         self.crawler.stats.inc_value("proxy/switched")
         logger.info("%s: %s through proxy %s; fetching it again through another proxy", request.url, reason, proxy.id)
         return again

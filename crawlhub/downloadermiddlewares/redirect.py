@@ -22,7 +22,7 @@ from urllib.parse import urldefrag, urlsplit
 from scrapy.downloadermiddlewares.redirect import MetaRefreshMiddleware, RedirectMiddleware
 from scrapy.exceptions import IgnoreRequest
 
-from crawlhub.components import frontier_scheduler
+from crawlhub.components import frontier_of
 from crawlhub.spider import SEED_HOST
 
 logger = logging.getLogger(__name__)
@@ -31,20 +31,20 @@ logger = logging.getLogger(__name__)
 class FrontierRedirectMixin:
     def _redirect(self, redirected, request, reason):
         chain = [*request.meta.get("redirect_urls", []), request.url]
-        scheduler = frontier_scheduler(self.crawler, "dead_letter")
+        frontier = frontier_of(self.crawler)
         if urldefrag(redirected.url)[0] in {urldefrag(u)[0] for u in chain}:
-            self._give_up(scheduler, request, reason, f"redirect loop: {' -> '.join([*chain, redirected.url])}")
+            self._give_up(frontier, request, reason, f"redirect loop: {' -> '.join([*chain, redirected.url])}")
         if not self._on_seed_host(redirected, request):
             self.crawler.stats.inc_value("redirect/offsite")
             logger.info("Dropped the redirect of %s to %s: not on the seed's host %s (same_host_only)",
                         request.url, redirected.url, request.meta.get(SEED_HOST))
-            if scheduler is not None:
-                scheduler.dropped(request, "redirect off the seed's host")
+            if frontier is not None:
+                frontier.dropped(request, "redirect off the seed's host")
             raise IgnoreRequest(f"redirect to another host: {redirected.url}")
         try:
             return super()._redirect(redirected, request, reason)
         except IgnoreRequest:
-            self._give_up(scheduler, request, reason,
+            self._give_up(frontier, request, reason,
                           f"max redirections reached ({self.max_redirect_times}): {' -> '.join([*chain, redirected.url])}")
 
     def _on_seed_host(self, redirected, request) -> bool:
@@ -57,11 +57,11 @@ class FrontierRedirectMixin:
             return True
         return False
 
-    def _give_up(self, scheduler, request, reason, error: str):
+    def _give_up(self, frontier, request, reason, error: str):
         self.crawler.stats.inc_value("redirect/gave_up")
-        if scheduler is not None and scheduler.lease_of(request) is not None:
+        if frontier is not None and frontier.lease_of(request) is not None:
             status = reason if isinstance(reason, int) else None
-            scheduler.dead_letter(request, error=error[:1000], status=status)
+            frontier.dead_letter(request, error=error[:1000], status=status)
         else:
             logger.error("Gave up on %s: %s", request.url, error[:1000])
         raise IgnoreRequest(error[:200])

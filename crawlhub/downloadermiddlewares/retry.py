@@ -39,7 +39,6 @@ def retry_after_seconds(value: bytes | None) -> float:
 
 
 class FrontierRetryMiddleware(FrontierMiddleware):
-    needs = "retry"
 
     def __init__(self, crawler):
         super().__init__(crawler)
@@ -51,25 +50,25 @@ class FrontierRetryMiddleware(FrontierMiddleware):
         )
 
     def process_response(self, request, response):
-        scheduler = self.scheduler
-        if scheduler is None or request.meta.get("dont_retry") or not self.enabled:
+        frontier = self.frontier
+        if frontier is None or request.meta.get("dont_retry") or not self.enabled:
             return response
         if response.status in PERMANENT:
-            scheduler.permanent_failure(request, response.status)
+            frontier.permanent_failure(request, response.status)
             return response
         if response.status in self.codes:
             wait = retry_after_seconds(response.headers.get(b"Retry-After"))
-            outcome = scheduler.retry(request, response_status_message(response.status), wait, response.status)
+            outcome = frontier.retry(request, response_status_message(response.status), wait, response.status)
             if outcome:
                 raise IgnoreRequest(f"{response.status}: {outcome} scheduled through the frontier")
         return response
 
     def process_exception(self, request, exception):
-        scheduler = self.scheduler
-        if scheduler is None or request.meta.get("dont_retry") or not self.enabled:
+        frontier = self.frontier
+        if frontier is None or request.meta.get("dont_retry") or not self.enabled:
             return None
         if isinstance(exception, self.exceptions) and not isinstance(exception, IgnoreRequest):
-            outcome = scheduler.retry(request, f"{type(exception).__name__}: {exception}"[:500])
+            outcome = frontier.retry(request, f"{type(exception).__name__}: {exception}"[:500])
             if outcome:
                 raise IgnoreRequest(f"{type(exception).__name__}: {outcome} scheduled through the frontier")
         return None

@@ -39,15 +39,17 @@ from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.httpobj import urlparse_cached
 
+from crawlhub import meta
+from crawlhub._utils.urls import domain_of
 from crawlhub.components import FrontierMiddleware
 from crawlhub.downloadermiddlewares.politeness import RESLOT, SLOT_TAKEN
-from crawlhub.frontier.leases import domain_of
-from crawlhub.frontier.scheduler import LEASE
+from crawlhub.frontier import keys
+from crawlhub.meta import LEASE
 
 logger = logging.getLogger(__name__)
 
-PREFIX = "crawlhub:robots:"
-ROBOTS_WAITS = "crawlhub_robots_waits"  # meta: times this request waited for an unavailable robots.txt
+PREFIX = keys.ROBOTS  # + origin: a robots.txt; + origin:lock
+ROBOTS_WAITS = meta.ROBOTS_WAITS
 ALLOW, RULES, ERROR = "allow", "rules", "error"
 
 
@@ -100,7 +102,6 @@ def origin_of(request) -> str:
 
 
 class SharedRobotsMiddleware(FrontierMiddleware):
-    needs = "politeness"
 
     def __init__(self, crawler):
         settings = crawler.settings
@@ -119,29 +120,29 @@ class SharedRobotsMiddleware(FrontierMiddleware):
     async def process_request(self, request):
         if request.meta.get("dont_obey_robotstxt") or not request.url.startswith(("http://", "https://")):
             return None
-        scheduler = self.scheduler
-        if scheduler is None:
+        frontier = self.frontier
+        if frontier is None:
             return None
-        robots = await self.robots_for(request, scheduler)
+        robots = await self.robots_for(request, frontier)
         if robots.allowed(request.url, self.agent):
             return None
         if robots.state == ERROR:
             waits = request.meta.get(ROBOTS_WAITS, 0) + 1
             reason = f"robots.txt of {origin_of(request)} unavailable ({robots.error})"
             if waits > self.max_waits:
-                scheduler.dead_letter(request, error=f"{reason}, {waits - 1} times"[:1000], status=robots.status)
+                frontier.dead_letter(request, error=f"{reason}, {waits - 1} times"[:1000], status=robots.status)
                 raise IgnoreRequest(f"{reason}: gave up")
             wait = max(1.0, robots.expires - time.time())
             request.meta[ROBOTS_WAITS] = waits
-            scheduler.postpone(request, wait, f"{reason}, wait {waits} of {self.max_waits}")
+            frontier.postpone(request, wait, f"{reason}, wait {waits} of {self.max_waits}")
             raise IgnoreRequest(f"{reason}: waiting {wait:.0f}s")
         domain = domain_of(request.url)
         self.crawler.stats.inc_value("robotstxt/forbidden")
-        scheduler.count(f"robots_disallowed:{domain}")
+        frontier.count(f"robots_disallowed:{domain}")
         logger.debug("Forbidden by robots.txt: %s", request.url)
         raise IgnoreRequest("Forbidden by robots.txt")
 
-    async def robots_for(self, request, scheduler) -> Robots:
+    async def robots_for(self, request, frontier) -> Robots:
         origin = origin_of(request)
         cached = self.cache.get(origin)
         if cached is not None and cached.expires > time.time():
@@ -154,7 +155,7 @@ class SharedRobotsMiddleware(FrontierMiddleware):
         future = self.pending[origin] = asyncio.get_running_loop().create_future()
         try:
             try:
-                robots = await self._load(origin, request, scheduler)
+                robots = await self._load(origin, request, frontier)
             except redis.RedisError as exc:
                 logger.warning("Redis unavailable (%s): fetching robots.txt of %s for this worker only", exc, origin)
                 robots = await self._fetch(origin, request)
@@ -169,9 +170,9 @@ class SharedRobotsMiddleware(FrontierMiddleware):
         finally:
             del self.pending[origin]
 
-    async def _load(self, origin: str, request, scheduler) -> Robots:
+    async def _load(self, origin: str, request, frontier) -> Robots:
         """From Redis; else fetch it (one worker, under a lock) and store it there."""
-        server = scheduler.server
+        server = frontier.server
         key, lock = PREFIX + origin, PREFIX + origin + ":lock"
         lock_ms = int((self.timeout + 10) * 1000)
         delay = 0.05
@@ -179,7 +180,7 @@ class SharedRobotsMiddleware(FrontierMiddleware):
             robots = Robots.from_redis(server.hgetall(key))
             if robots is not None and robots.expires > time.time():
                 return robots
-            if server.set(lock, scheduler.worker, nx=True, px=lock_ms):
+            if server.set(lock, frontier.worker, nx=True, px=lock_ms):
                 break
             await asyncio.sleep(delay)  # another worker is fetching it
             delay = min(delay * 2, 0.5)
@@ -187,7 +188,7 @@ class SharedRobotsMiddleware(FrontierMiddleware):
             robots = await self._fetch(origin, request)
             server.hset(key, mapping=robots.to_redis())
             server.expireat(key, int(robots.expires) + 1)
-            scheduler.politeness.set_crawl_delay(domain_of(request.url), robots.crawl_delay(self.agent))
+            frontier.politeness.set_crawl_delay(domain_of(request.url), robots.crawl_delay(self.agent))
         finally:
             server.delete(lock)
         return robots

@@ -14,8 +14,9 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from twisted.internet import task
 
-from crawlhub.components import frontier_scheduler
-from crawlhub.frontier.leases import domain_of
+from crawlhub import meta
+from crawlhub._utils.urls import domain_of
+from crawlhub.components import frontier_of
 from crawlhub.spider import worker_id
 from crawlhub.stats import MAX_HELD_LOG, STARTED, Metrics, latency_bucket, log_key, minute_key, status_class, totals_key
 
@@ -104,7 +105,7 @@ class ClusterStatsMiddleware:
         d = f"d|{domain}|"
         self._count({"requests": 1, cls: 1, "bytes": size, f"lat:{bucket}": 1,
                      d + "requests": 1, d + cls: 1, d + "bytes": size, d + f"lat:{bucket}": 1})
-        proxy = request.meta.get("crawlhub_proxy") or ""
+        proxy = request.meta.get(meta.PROXY) or ""
         # one field per value: Redis stores a stream's repeated field names once (half the memory of a JSON field)
         self.entries.append({"t": f"{time.time():.3f}", "url": request.url, "domain": domain, "worker": self.worker,
                              "status": str(status or ""), "error": error[:300], "ms": f"{ms:.1f}", "bytes": str(size),
@@ -119,7 +120,7 @@ class ClusterStatsMiddleware:
             m.bytes.labels(self.spider_name).inc(size)
 
     def _scheduler_counts(self) -> None:
-        """Retries and dead letters, from the scheduler's Scrapy stats (cumulative: send the growth)."""
+        """Retries and dead letters, from the frontier's Scrapy stats (cumulative: send the growth)."""
         stats = self.crawler.stats
         for name, stat in (("retries", "retry/count"), ("dlq", "dlq/count")):
             now = stats.get_value(stat, 0) or 0
@@ -134,10 +135,10 @@ class ClusterStatsMiddleware:
     def flush(self) -> None:
         """Everything counted since the last flush, in one pipeline; kept for the next one if Redis is down."""
         self._scheduler_counts()
-        scheduler = frontier_scheduler(self.crawler, "server")
-        if scheduler is None or not (self.totals or self.entries or self.metrics):
+        frontier = frontier_of(self.crawler)
+        if frontier is None or not (self.totals or self.entries or self.metrics):
             return
-        server, spider = scheduler.server, self.spider_name
+        server, spider = frontier.server, self.spider_name
         totals, minutes, entries = self.totals, self.minutes, self.entries
         self.totals, self.minutes, self.entries = Counter(), {}, []
         try:
@@ -155,7 +156,7 @@ class ClusterStatsMiddleware:
             if self.dropped:
                 pipe.hincrby(key, "log_dropped", self.dropped)
             if self.metrics is not None:
-                keys = scheduler.keys
+                keys = frontier.keys
                 pipe.hvals(keys.queued).llen(keys.dlq).zcard(keys.inflight)
             out = pipe.execute()
             self.dropped = 0

@@ -18,13 +18,14 @@ from scrapy.exceptions import NotConfigured
 from twisted.internet import task
 
 from crawlhub.connection import get_redis
+from crawlhub.frontier.keys import spider_keys
 from crawlhub.spider import worker_id
 
 logger = logging.getLogger(__name__)
 
 
 def workers_key(spider_name: str) -> str:
-    return f"{spider_name}:workers"
+    return spider_keys(spider_name).workers
 
 
 class WorkerRegistry:

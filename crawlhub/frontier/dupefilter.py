@@ -31,11 +31,20 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from typing import Any, Protocol
 
 import redis
 from scrapy_redis.dupefilter import RFPDupeFilter
 
 MAX_BITMAP_BITS = 2**32  # Redis strings stop at 512 MB
+
+
+class Filter(Protocol):
+    """What the tick script needs of a duplicate filter: the operation for one fingerprint."""
+
+    key: str
+
+    def spec(self, fp: str | bytes) -> list[Any]: ...
 
 
 def fingerprint_bytes(fp) -> bytes:

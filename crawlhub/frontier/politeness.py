@@ -13,7 +13,7 @@ On top of that the domain's own state (``crawlhub:domain:<d>``) may slow it
 down: robots.txt's Crawl-delay is a floor on the interval between requests,
 and 429/503 answers double a slow-down factor (Retry-After blocks the domain
 until then) that successes bring back to 1. The lease script
-(:mod:`crawlhub.frontier.leases`) applies all of it atomically.
+(``lua/tick.lua``, through :mod:`crawlhub.frontier.operations`) applies all of it atomically.
 """
 
 from __future__ import annotations
@@ -23,10 +23,9 @@ import re
 import time
 from dataclasses import dataclass
 
-from crawlhub.frontier.leases import RESERVE, Frontier, _text
-
-STATE = "crawlhub:domain:"
-KNOWN = "crawlhub:domains"  # zset: domain -> last time a request was granted
+from crawlhub.frontier import keys
+from crawlhub.frontier.records import text as _text
+from crawlhub.frontier.scripts import source
 
 _RATE = re.compile(r"^\s*(?P<n>\d+(?:\.\d+)?)\s*(?:/\s*(?P<unit>s|sec|second|m|min|minute|h|hour))?\s*$", re.I)
 _UNITS = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600, "hour": 3600}
@@ -112,7 +111,7 @@ class Politeness:
         )
 
     def __post_init__(self):
-        self._reserve = self.server.register_script(RESERVE)
+        self._reserve = self.server.register_script(source("reserve"))
 
     def config(self) -> dict:
         """What the lease script needs (sent as JSON)."""
@@ -132,13 +131,13 @@ class Politeness:
 
     def reserve(self, domain: str) -> float:
         """Take the domain's next request slot; seconds to wait before using it."""
-        return float(self._reserve(keys=[Frontier.LIMITS], args=[domain, json.dumps(self.config())]))
+        return float(self._reserve(keys=[keys.LIMITS], args=[domain, json.dumps(self.config())]))
 
     def set_crawl_delay(self, domain: str, delay: float | None) -> None:
         if delay:
-            self.server.hset(STATE + domain, "delay", delay)
+            self.server.hset(keys.domain_state(domain), "delay", delay)
         else:
-            self.server.hdel(STATE + domain, "delay")
+            self.server.hdel(keys.domain_state(domain), "delay")
 
 
 # -- run-time limits and the domains' state (the `crawlhub limits` command) -------
@@ -147,23 +146,23 @@ def set_limit(server, domain: str, rate=None, concurrency: int | None = None) ->
     current = get_limit(server, domain) or {}
     update = parse_limit({"rate": rate, "concurrency": concurrency})
     current.update(update)
-    server.hset(Frontier.LIMITS, domain, json.dumps(current))
+    server.hset(keys.LIMITS, domain, json.dumps(current))
     return current
 
 
 def get_limit(server, domain: str) -> dict | None:
-    raw = server.hget(Frontier.LIMITS, domain.lower())
+    raw = server.hget(keys.LIMITS, domain.lower())
     return json.loads(raw) if raw else None
 
 
 def clear_limit(server, domain: str) -> bool:
-    return bool(server.hdel(Frontier.LIMITS, domain.lower()))
+    return bool(server.hdel(keys.LIMITS, domain.lower()))
 
 
 def domain_state(server, domain: str, now: float | None = None) -> dict:
     """What `crawlhub limits show` prints for a domain (numbers from its Redis hash)."""
     now = time.time() if now is None else now
-    raw = {_text(k): _text(v) for k, v in server.hgetall(STATE + domain).items()}
+    raw = {_text(k): _text(v) for k, v in server.hgetall(keys.domain_state(domain)).items()}
     win, cnt, prev = int(raw.get("win", 0) or 0), int(raw.get("cnt", 0) or 0), int(raw.get("prev", 0) or 0)
     current = int(now // 10)
     if win == current:
@@ -179,7 +178,7 @@ def domain_state(server, domain: str, now: float | None = None) -> dict:
         "factor": float(raw.get("factor", 1) or 1),
         "blocked_for": round(max(0.0, until - now), 1),
         "crawl_delay": float(raw["delay"]) if raw.get("delay") else None,
-        "active": server.zcount(STATE + domain + ":active", now, "+inf"),
+        "active": server.zcount(keys.domain_active(domain), now, "+inf"),
         "slowdowns": int(raw.get("slowdowns", 0) or 0),
         "last_request": float(raw["last"]) if raw.get("last") else None,
     }
@@ -187,6 +186,25 @@ def domain_state(server, domain: str, now: float | None = None) -> dict:
 
 def known_domains(server, limit: int = 200) -> list[str]:
     """Domains most recently crawled first, and those with run-time limits."""
-    recent = [_text(d) for d in server.zrevrange(KNOWN, 0, limit - 1)]
-    limited = [_text(d) for d in server.hkeys(Frontier.LIMITS)]
+    recent = [_text(d) for d in server.zrevrange(keys.DOMAINS, 0, limit - 1)]
+    limited = [_text(d) for d in server.hkeys(keys.LIMITS)]
     return recent + sorted(set(limited) - set(recent))
+
+
+def limit_rows(server, settings, domains: list[str] | None = None) -> list[dict]:
+    """What `crawlhub limits show` prints: each domain's limit and where it comes from, its state, its robots.txt."""
+    from crawlhub.downloadermiddlewares.robots import robots_state
+
+    defaults = Politeness.from_settings(server, settings)
+    rows = []
+    for domain in domains or known_domains(server):
+        runtime = get_limit(server, domain)
+        configured = (defaults.domains or {}).get(domain)
+        limit = {"rate": defaults.rate, "concurrency": defaults.concurrency}
+        limit.update(configured or {})
+        limit.update(runtime or {})
+        row = domain_state(server, domain)
+        row.update(limit=limit, source="run time" if runtime else "settings" if configured else "default")
+        row["robots"] = {o: r for o in (f"http://{domain}", f"https://{domain}") if (r := robots_state(server, o))}
+        rows.append(row)
+    return rows

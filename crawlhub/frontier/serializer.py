@@ -21,6 +21,8 @@ from scrapy import Request
 from scrapy.utils.misc import load_object
 from scrapy.utils.request import request_from_dict
 
+from crawlhub import meta
+
 DEFAULT_ALLOWED_CLASSES = (
     "scrapy.http.request.Request",
     "scrapy.http.request.form.FormRequest",
@@ -48,8 +50,8 @@ _TYPES = {
 }
 # A proxy chosen by crawlhub.proxies is per download: its address and
 # credentials (meta, Proxy-Authorization) never go into Redis.
-PROXY_CHOSEN = "crawlhub_proxy"
-PER_DOWNLOAD_META = ("proxy", "_auth_proxy", "_scheme_proxy", "playwright_context", "playwright_context_kwargs", PROXY_CHOSEN)
+PROXY_CHOSEN = meta.PROXY
+PER_DOWNLOAD_META = meta.PER_DOWNLOAD
 MAX_PAYLOAD = 1 << 20  # 1 MiB: a request larger than this is not a request
 
 

@@ -16,9 +16,10 @@
   16 MB, a key it cannot store): described (long fields cut, their length
   said) with MongoDB's reason, while the rest of its batch is written and
   acked.
-* Each successful flush tells the scheduler (signal ``flush_succeeded``)
-  which leases it covered: a page's lease is released only once its items
-  are written.
+* The store's handshake with the frontier (``frontier_of(crawler)``: a
+  flush takes the leases done before it began, ``flush_succeeded`` or
+  ``flush_failed`` hands them back): a page's lease is released only once its
+  items are written.
 * If MongoDB cannot be reached the batch is kept and retried on the next
   flush, with backoff; when MONGO_BUFFER_MAX items are waiting, the item flow
   waits for MongoDB (the worker takes no new pages meanwhile), so memory stays
@@ -48,9 +49,10 @@ from twisted.internet import task, threads
 from twisted.internet.defer import DeferredLock
 
 from crawlhub import services
-from crawlhub import signals as ch_signals
+from crawlhub.components import frontier_of
 from crawlhub.config import redact_url
 from crawlhub.connection import get_mongo
+from crawlhub.frontier.client import FrontierClient
 from crawlhub.items import VOLATILE_FIELDS, ItemMeta, item_meta
 from crawlhub.pipelines.validate import InvalidItem
 
@@ -243,7 +245,9 @@ class MongoPipeline:
             "Storing items in MongoDB %s, database %r",
             redact_url(services.mongo_uri(self.crawler.settings)), self.database,
         )
-        self.crawler.signals.send_catch_log(ch_signals.store_opened)
+        frontier = frontier_of(self.crawler)
+        if frontier is not None:  # a page's lease ends only after its items are written
+            frontier.store_opened()
         if self.interval > 0:
             self.timer = task.LoopingCall(lambda: deferred_from_coro(self.flush()))
             self.timer.start(self.interval, now=False)
@@ -272,7 +276,9 @@ class MongoPipeline:
     def _set_backlog(self, full: bool) -> None:
         if full != self.backlog:
             self.backlog = full
-            self.crawler.signals.send_catch_log(ch_signals.store_backlog, full=full)
+            frontier = frontier_of(self.crawler)
+            if frontier is not None:
+                frontier.store_backlog(full)
             if full:
                 logger.warning("%d items wait for MongoDB: taking no new requests until it is back", len(self.buffer))
 
@@ -305,18 +311,18 @@ class MongoPipeline:
         """
         return await maybe_deferred_to_future(self.lock.run(lambda: deferred_from_coro(self._flush(force))))
 
-    def _tokens(self) -> list:
-        """The lease tokens this flush covers (everything ready before it began)."""
-        results = self.crawler.signals.send_catch_log(ch_signals.flush_started)
-        return [token for _, tokens in results if isinstance(tokens, list) for token in tokens]
+    def _leases(self) -> tuple[FrontierClient | None, list[str]]:
+        """The frontier, and the leases this flush covers (every page done before it began)."""
+        frontier = frontier_of(self.crawler)
+        return frontier, frontier.flush_started() if frontier is not None else []
 
     async def _flush(self, force: bool = False) -> bool:
         if self.failures and not force and time.monotonic() < self.retry_at:
             return False
-        tokens = self._tokens()
+        frontier, leases = self._leases()
         if not self.buffer and not self.quarantined:
-            if tokens:  # their items were written by earlier flushes
-                self.crawler.signals.send_catch_log(ch_signals.flush_succeeded, tokens=tokens)
+            if frontier is not None and leases:  # their items were written by earlier flushes
+                frontier.flush_succeeded(leases)
             return True
         # write a snapshot; it leaves the buffers only once it is stored
         batch, quarantined = list(self.buffer), list(self.quarantined)
@@ -324,7 +330,8 @@ class MongoPipeline:
         try:
             counts = await maybe_deferred_to_future(threads.deferToThread(self.writer.write, batch, quarantined))
         except Exception as exc:  # noqa: BLE001 - MongoDB down, or anything else: keep the batch, never die
-            self.crawler.signals.send_catch_log(ch_signals.flush_failed, tokens=tokens)
+            if frontier is not None:
+                frontier.flush_failed(leases)
             self.failures += 1
             self.last_error = f"{type(exc).__name__}: {str(exc)[:300]}"
             self.retry_at = time.monotonic() + min(0.5 * 2 ** (self.failures - 1), 30.0)
@@ -343,7 +350,8 @@ class MongoPipeline:
         self.failures = 0
         if len(self.buffer) < self.buffer_max:
             self._set_backlog(False)
-        self.crawler.signals.send_catch_log(ch_signals.flush_succeeded, tokens=tokens)
+        if frontier is not None:
+            frontier.flush_succeeded(leases)
         stats = self.crawler.stats
         for name, value in counts.items():
             stats.inc_value(f"mongo/{name}", value)

@@ -1,7 +1,7 @@
 """LeaseSpiderMiddleware: a page's lease ends after its output is processed.
 
 It sits closest to the engine among spider middlewares (10): it counts the
-items a page's callback yields and tells the scheduler when the callback's
+items a page's callback yields and tells the frontier when the callback's
 output is exhausted (or raised). The item signals (scraped, dropped, error)
 count them back in. When both are done the lease is ready, and it is acked
 after the store's next flush. Each item is marked with the page fetch it came
@@ -16,12 +16,8 @@ from contextlib import contextmanager
 
 from scrapy import Request, signals
 
-from crawlhub.components import frontier_scheduler
+from crawlhub.components import frontier_of
 from crawlhub.items import mark_page
-
-
-def _scheduler(crawler):
-    return frontier_scheduler(crawler)
 
 
 class LeaseSpiderMiddleware:
@@ -36,21 +32,21 @@ class LeaseSpiderMiddleware:
         return cls(crawler)
 
     def item_finished(self, item, response=None, **kwargs):
-        scheduler = _scheduler(self.crawler)
-        if scheduler is not None and response is not None:
-            scheduler.item_finished(response)
+        frontier = frontier_of(self.crawler)
+        if frontier is not None and response is not None:
+            frontier.item_finished(response.request)
 
     @contextmanager
     def _tracking(self, response):
         """Yields a function to pass each output element through; reports the end."""
-        scheduler = _scheduler(self.crawler)
+        frontier = frontier_of(self.crawler)
         page = next(self._pages)
 
         def emitted(element):
             if not isinstance(element, Request):
                 mark_page(element, page)
-                if scheduler is not None:
-                    scheduler.item_emitted(response)
+                if frontier is not None:
+                    frontier.item_emitted(response.request)
             return element
 
         error = None
@@ -60,8 +56,8 @@ class LeaseSpiderMiddleware:
             error = exc
             raise
         finally:
-            if scheduler is not None:
-                scheduler.output_finished(response, error)
+            if frontier is not None:
+                frontier.output_finished(getattr(response, "request", None), error)
 
     async def process_spider_output_async(self, response, result):
         with self._tracking(response) as emitted:

@@ -1,1 +1,1 @@
-"""Local sites the tests serve (the shop lives in crawlhub.sites; the demo uses it too)."""
+"""Local sites the tests serve: server.py (http/https server, proxy), shop.py (the shop `make demo` crawls too), quotes.py, spiders.py."""

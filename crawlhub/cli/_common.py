@@ -1,0 +1,84 @@
+"""What every command group shares: the project's settings, Redis, spider names, exit codes."""
+
+from __future__ import annotations
+
+import click
+import redis
+from scrapy.settings import Settings
+
+from crawlhub import services
+from crawlhub._utils.urls import domain_of
+from crawlhub.addon import tool_settings
+from crawlhub.frontier.keys import Keys
+
+
+class ServiceDown(click.ClickException):
+    """Redis (or another service) cannot be reached: exit code 3."""
+
+    exit_code = 3
+
+
+class BadInput(click.ClickException):
+    """An unknown spider, a bad URL or seed: exit code 2 (like a usage error)."""
+
+    exit_code = 2
+
+
+def settings() -> Settings:
+    return tool_settings()
+
+
+def connect() -> redis.Redis:
+    """Redis, or exit 3 with why (the CLI waits at most 3 s for it)."""
+    from crawlhub.connection import Unreachable, connect_redis
+
+    current = settings()
+    current.set("REDIS_STARTUP_WAIT", min(current.getfloat("REDIS_STARTUP_WAIT"), 3))
+    current.set("REDIS_RETRIES", min(current.getint("REDIS_RETRIES"), 2))
+    try:
+        return connect_redis(current)
+    except (Unreachable, services.ServiceError) as exc:
+        raise ServiceDown(str(exc)) from None
+
+
+def keys(spider: str) -> Keys:
+    return Keys.for_spider(settings(), spider)
+
+
+def known_spiders(project_settings: Settings) -> list[str]:
+    from scrapy.spiderloader import get_spider_loader
+
+    return sorted(get_spider_loader(project_settings).list())
+
+
+def spider_name(name: str) -> str:
+    """The spider name, if the project has such a spider (else exit 2 with the list)."""
+    known = known_spiders(settings())
+    if name not in known:
+        raise BadInput(f"unknown spider {name!r}; this project's spiders: {', '.join(known)}")
+    return name
+
+
+def check_spider(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    return spider_name(value) if value is not None else None
+
+
+def spider_or_leftover(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A spider of the project, or one that no longer exists but left keys in Redis (to clean them)."""
+    if value is None or value in known_spiders(settings()):
+        return value
+    if any(connect().scan_iter(f"{value}:*", count=1000)):
+        return value
+    return spider_name(value)
+
+
+def domain(value: str) -> str:
+    """A domain as crawlhub keys it; a URL is accepted too."""
+    return domain_of(value if "://" in value else f"http://{value}")
+
+
+def shown_seed(text: str, most: int = 200) -> str:
+    """A stored seed as it was pushed: undecodable bytes as single \\xNN escapes (the record keeps
+    them that way), control characters escaped, quoted, cut at ``most``."""
+    cut = text[:most] + ("..." if len(text) > most else "")
+    return "'" + "".join(c if c.isprintable() or c == "\\" else c.encode("unicode_escape").decode() for c in cut) + "'"

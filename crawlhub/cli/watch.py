@@ -1,0 +1,145 @@
+"""Watching a crawl: ``crawlhub status``, ``health``, ``log`` and ``report`` (the logic is in crawlhub.ops)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import time
+
+import click
+
+from crawlhub.cli._common import check_spider, connect, keys, known_spiders, settings
+from crawlhub.ops import (
+    cluster_status,
+    format_entry,
+    format_status,
+    html_report,
+    log_entry,
+    matches,
+    read_log,
+    report_data,
+    worker_rows,
+)
+
+
+@click.command()
+@click.argument("spider", required=False, callback=check_spider)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (the fields are documented in docs/cli.md).")
+@click.option("--watch", is_flag=True, help="Redraw in place every --interval seconds (Ctrl-C to stop).")
+@click.option("--interval", default=2.0, show_default=True, help="Seconds between redraws with --watch.")
+def status(spider: str | None, as_json: bool, watch: bool, interval: float) -> None:
+    """The crawl of SPIDER (or of every spider with a frontier): queue, in flight, rates, domains, workers, items, proxies."""
+    current = settings()
+    server = connect()
+    names = [spider] if spider else [n for n in known_spiders(current) if _has_frontier(server, n)]
+
+    def collect() -> list[dict]:
+        return [cluster_status(server, current, n, with_items=bool(spider)) for n in names]
+
+    if not watch:
+        data = collect()
+        if as_json:
+            click.echo(json.dumps(data[0] if spider else data, indent=2))
+        elif not data:
+            click.echo("no spider has a frontier in this Redis yet")
+        for one in ([] if as_json else data):
+            click.echo("\n".join(format_status(one)))
+        return
+    _watch(lambda: "\n\n".join("\n".join(format_status(one)) for one in collect()) or "no spider has a frontier yet",
+           interval)
+
+
+def _has_frontier(server, spider: str) -> bool:
+    k = keys(spider)
+    return bool(server.exists(k.workers, k.seeds, k.queued))
+
+
+def _watch(text, interval: float) -> None:
+    """Redraw ``text()`` every ``interval`` seconds (in place on a terminal, frame after frame when piped)."""
+    from rich.console import Console
+    from rich.live import Live
+    from rich.text import Text
+
+    def frame() -> str:
+        return f"{time.strftime('%H:%M:%S')}  (every {interval:g}s, Ctrl-C to stop)\n\n{text()}"
+
+    if not sys.stdout.isatty():  # piped or logged: one frame after another, each ended by a blank line
+        try:
+            while True:
+                click.echo(frame() + "\n", nl=True)
+                sys.stdout.flush()
+                time.sleep(interval)
+        except KeyboardInterrupt:
+            return
+    with Live(Text(frame()), console=Console(), auto_refresh=False, transient=False) as live:
+        try:
+            while True:
+                time.sleep(interval)
+                live.update(Text(frame()), refresh=True)
+        except KeyboardInterrupt:
+            pass
+
+
+@click.command()
+@click.argument("spider", callback=check_spider)
+@click.option("--max-age", type=float, help="Seconds since the last heartbeat [default: WORKER_DEAD_AFTER, else 3 heartbeats].")
+@click.option("--any-host", is_flag=True, help="Healthy if any worker of the cluster is alive, not only one on this host.")
+def health(spider: str, max_age: float | None, any_host: bool) -> None:
+    """Exit 0 if a worker of SPIDER on this host is sending heartbeats, else 1 (for health checks and probes)."""
+    current = settings()
+    server = connect()
+    now = time.time()
+    dead_after = max_age or current.getfloat("WORKER_DEAD_AFTER") or 3 * current.getfloat("WORKER_HEARTBEAT_INTERVAL")
+    host = socket.gethostname()
+    workers = [w for w in worker_rows(server.hgetall(keys(spider).workers), now, dead_after)
+               if any_host or w.get("host") == host]
+    alive = [w for w in workers if w["alive"]]
+    if not alive:
+        where = "in the cluster" if any_host else f"on {host}"
+        click.echo(f"unhealthy: no worker of {spider} {where} sent a heartbeat in the last {dead_after:g}s", err=True)
+        sys.exit(1)
+    click.echo(f"healthy: {', '.join(w['worker'] for w in alive)} (last heartbeat "
+               f"{min(now - w['last_beat'] for w in alive):.0f}s ago)")
+
+
+@click.command()
+@click.argument("spider", callback=check_spider)
+@click.option("--follow", "-f", is_flag=True, help="Keep printing new attempts as they come.")
+@click.option("--status", "status_filter", help="Only these: 200, 4xx, 5xx, error...")
+@click.option("--domain", help="Only this domain (host[:port]).")
+@click.option("--limit", "-n", default=50, show_default=True, help="Attempts to show (before following).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+def log(spider: str, follow: bool, status_filter: str | None, domain: str | None, limit: int, as_json: bool) -> None:
+    """The audit log: every download attempt of SPIDER (time, status or error, latency, bytes, worker, URL, proxy)."""
+    server = connect()
+
+    def show(entry: dict) -> None:
+        click.echo(json.dumps(entry) if as_json else format_entry(entry))
+
+    entries, last_id = read_log(server, spider, limit, status_filter, domain)
+    for entry in entries:
+        show(entry)
+    stream = keys(spider).log
+    while follow:
+        got = server.xread({stream: last_id}, block=2000, count=500)
+        for _, batch in got or []:
+            for entry_id, fields in batch:
+                last_id = entry_id
+                entry = log_entry(fields)
+                if matches(entry, status_filter, domain):
+                    show(entry)
+
+
+@click.command()
+@click.argument("spider", callback=check_spider)
+@click.option("--html", "path", required=True, type=click.Path(dir_okay=False), help="Where to write the report.")
+def report(spider: str, path: str) -> None:
+    """A self-contained HTML report of SPIDER's crawl: pages/min, status codes, latency per domain, items."""
+    page = html_report(report_data(connect(), settings(), spider))
+    with open(path, "w", encoding="utf-8") as out:
+        out.write(page)
+    click.echo(f"report of {spider} written to {path} ({len(page):,} bytes)")
+
+
+COMMANDS = (status, health, log, report)

@@ -1,0 +1,447 @@
+"""FrontierClient: one worker's handle on the shared frontier.
+
+It owns the Redis connection, the spider's key names, the worker id and
+every operation on the frontier: enqueue, lease, ack, retry, postpone,
+dead-letter, pause and budget. It keeps the worker's leases in a
+:class:`~crawlhub.frontier.leasebook.LeaseBook`, decides retries with a
+:class:`~crawlhub.frontier.policy.RetryPolicy`, and batches what it has to
+tell Redis (enqueues, finished downloads, acks) into the next round trip
+(:meth:`FrontierClient.flush`: one ``tick`` script call).
+
+Components reach it in one way: :func:`frontier_of(crawler) <frontier_of>`,
+which is None when the crawl does not run on crawlhub's scheduler (``scrapy
+shell``, a unit test, a project with another SCHEDULER): every component
+then behaves as in plain Scrapy.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import redis
+from scrapy import Request
+from scrapy.crawler import Crawler
+from scrapy.settings import BaseSettings
+from scrapy.statscollectors import StatsCollector
+
+from crawlhub import meta
+from crawlhub._utils.urls import domain_of
+from crawlhub.frontier.dupefilter import make_filter
+from crawlhub.frontier.keys import Keys
+from crawlhub.frontier.leasebook import Lease, LeaseBook
+from crawlhub.frontier.operations import FrontierOps
+from crawlhub.frontier.policy import Requeue, RetryPolicy
+from crawlhub.frontier.politeness import Politeness
+from crawlhub.frontier.records import EnqueueOp, Finish, Tick, lease_domain
+from crawlhub.frontier.serializer import DecodeError, RequestSerializer
+
+if TYPE_CHECKING:
+    from scrapy import Spider
+
+logger = logging.getLogger(__name__)
+
+
+def frontier_of(crawler: Crawler) -> FrontierClient | None:
+    """The running crawl's FrontierClient, or None (not started, or not on crawlhub's scheduler)."""
+    try:
+        engine = crawler.engine
+    except RuntimeError:  # the crawl has not started (Scrapy sets the engine then)
+        return None
+    scheduler = engine.scheduler if engine is not None else None
+    client = getattr(scheduler, "frontier", None)
+    return client if isinstance(client, FrontierClient) else None
+
+
+class ClusterCounters:
+    """Counters added to ``<spider>:stats`` with the next upkeep (held while Redis is down)."""
+
+    def __init__(self, server: redis.Redis, key: str):
+        self.server, self.key = server, key
+        self.pending: Counter[str] = Counter()
+
+    def count(self, field: str, n: int = 1) -> None:
+        self.pending[field] += n
+
+    def send(self) -> None:
+        counts, self.pending = self.pending, Counter()
+        if not counts:
+            return
+        try:
+            pipe = self.server.pipeline(transaction=False)
+            for field, n in counts.items():
+                pipe.hincrby(self.key, field, n)
+            pipe.execute()
+        except redis.RedisError:
+            self.pending.update(counts)  # sent when Redis is back
+            raise
+
+
+class FrontierClient:
+    def __init__(self, server: redis.Redis, settings: BaseSettings, stats: StatsCollector, worker: str):
+        self.server = server
+        self.settings = settings
+        self.stats = stats
+        self.worker = worker
+        self.leases = LeaseBook()
+        self.policy = RetryPolicy.from_settings(settings)
+        self.lease_ttl = settings.getfloat("LEASE_TTL")
+        self.budget = settings.getint("CRAWL_BUDGET")
+        self.bad_max = settings.getint("FRONTIER_BAD_REQUESTS_MAX")
+        # sent with the next call to the frontier (one round trip for all):
+        self.pending_enq: list[EnqueueOp] = []  # requests to enqueue
+        self.pending_fin: list[Finish] = []  # downloads that are over (free their domain's slot)
+        self.pending_ack: list[str] = []  # leases whose work is done
+        self.budget_exhausted = False
+        self.paused = False  # `crawlhub pause SPIDER`: the frontier leases nothing
+        self.store_full = False  # the store's buffer is full: take no new requests
+        self.live_workers = 1  # of this spider, counted by the upkeep (fair shares of domain slots)
+        self.redis_down = False
+        self.redis_back_at = float("-inf")  # monotonic time Redis answered again after an outage (none yet)
+        self.on_redis_back: list[Callable[[], None]] = []  # run when Redis answers again
+        self.on_store_drained: list[Callable[[], None]] = []  # run when the store's buffer has room again
+
+    def open(self, spider: Spider) -> None:
+        settings = self.settings
+        self.spider_name = spider.name
+        self.keys = Keys.for_spider(settings, spider.name)
+        self.counters = ClusterCounters(self.server, self.keys.stats)
+        self.politeness = Politeness.from_settings(self.server, settings)
+        self.ops = FrontierOps(
+            self.server, self.keys, spider.name, self.politeness.config(), settings.getint("FRONTIER_DOMAINS_PER_LEASE"),
+            dupefilter=make_filter(self.server, settings, self.keys.dupefilter),
+            factor_max=self.politeness.factor_max, recovery=self.politeness.recovery,
+        )
+        self.serializer = RequestSerializer(spider, settings.getlist("FRONTIER_REQUEST_CLASSES"))
+
+    # -- the round trip -----------------------------------------------------------------------------
+    @property
+    def has_pending_writes(self) -> bool:
+        return bool(self.pending_enq or self.pending_fin or self.pending_ack)
+
+    def enqueue(self, request: Request, fingerprint: str | bytes) -> None:
+        """Queue a request with the next round trip (always before the lease it ends, same call).
+
+        Raises :class:`~crawlhub.frontier.serializer.EncodeError` if it cannot be JSON.
+        """
+        ends = self.leases.ended_by(request)
+        try:
+            payload = self.serializer.encode(request)
+        except Exception:
+            if ends:
+                self.ack([ends])
+            raise
+        self.pending_enq.append(EnqueueOp(fingerprint, payload, request.priority, request.dont_filter, ends,
+                                          domain_of(request.url)))
+
+    def flush(self, n: int = 0) -> Tick | None:
+        """One round trip: send what is pending (enqueues, finished downloads, acks) and take up to n requests.
+
+        What could not be sent (Redis down) stays pending for the next call.
+        """
+        enq, fin, ack = self.pending_enq, self.pending_fin, self.pending_ack
+        if not (enq or fin or ack or n):
+            return None
+        self.pending_enq, self.pending_fin, self.pending_ack = [], [], []
+        try:
+            result = self.ops.tick(enq, fin, ack, n, self.worker, self.lease_ttl, self.budget, self.live_workers,
+                                   self.leases.held() if n and self.live_workers > 1 else None)
+        except redis.RedisError as exc:
+            logger.warning("Redis unavailable (%s): %d enqueues and %d acks held until it is back", exc, len(enq), len(ack))
+            self.pending_enq[:0], self.pending_fin[:0], self.pending_ack[:0] = enq, fin, ack
+            self.redis_down = True
+            return None
+        if self.redis_down:  # back: renew at once, and reclaim nobody's leases for a LEASE_TTL
+            self.redis_down, self.redis_back_at = False, time.monotonic()
+            for callback in self.on_redis_back:
+                callback()
+        if enq:
+            self.stats.inc_value("scheduler/enqueued/redis", result.added)
+            if len(enq) > result.added:
+                self.stats.inc_value("dupefilter/filtered", len(enq) - result.added)
+        if ack:
+            self.stats.inc_value("leases/acked", len(ack))
+        return result
+
+    def lease(self, n: int) -> tuple[list[Request], Tick | None]:
+        """Take up to ``n`` requests (sending what is pending with them). The Tick says why none came
+        (budget, pause, wait); None when Redis did not answer."""
+        result = self.flush(n)
+        if result is None:
+            return [], None
+        if result.budget_exhausted and not self.budget_exhausted:
+            self.budget_exhausted = True
+            logger.info("The crawl budget is used up: this worker takes no more requests")
+        if result.paused != self.paused:
+            self.paused = result.paused
+            logger.info("%s is %s", self.spider_name, "paused (`crawlhub resume` to go on): taking no requests"
+                        if self.paused else "resumed")
+        requests = []
+        for lease_id, payload in result.taken:
+            try:
+                request = self.serializer.decode(payload)
+            except DecodeError as exc:
+                self.set_aside(payload, str(exc))
+                self.pending_ack.append(lease_id)
+                continue
+            self.leases.add(lease_id, request, payload)
+            requests.append(request)
+        if requests:
+            self.stats.inc_value("scheduler/dequeued/redis", len(requests))
+        return requests, result
+
+    def pending(self) -> bool:
+        """Anything for this spider queued or waiting to retry, in the whole cluster."""
+        return self.ops.pending()
+
+    def counts(self) -> dict[str, int]:
+        return self.ops.counts()
+
+    def set_aside(self, payload: bytes, reason: str) -> None:
+        """Keep an undecodable payload in <spider>:bad_requests, with why (it is never executed)."""
+        logger.warning("Refused a request payload from %s (%s); set aside in %s", self.keys.queue, reason,
+                       self.keys.bad_requests)
+        self.stats.inc_value("frontier/bad_requests")
+        record = json.dumps({"reason": reason, "payload": payload[:4096].decode("utf-8", "backslashreplace"),
+                             "queue": self.keys.queue, "at": time.time()})
+        with self.server.pipeline() as pipe:
+            pipe.lpush(self.keys.bad_requests, record).ltrim(self.keys.bad_requests, 0, self.bad_max - 1).execute()
+
+    # -- downloads and page output --------------------------------------------------------------------
+    def lease_of(self, request: Request | None) -> Lease | None:
+        return self.leases.of(request)
+
+    def download_finished(self, request: Request, status: int | None, retry_after: float = 0.0) -> None:
+        """A download is over: its domain's concurrency slot frees with the next call to the
+        frontier; a slow-down (429/503) is sent at once, so every worker slows down now."""
+        lease_id = request.meta.get(meta.LEASE) or ""
+        domain = lease_domain(lease_id) or domain_of(request.url)
+        self.leases.download_finished(lease_id)
+        outcome = self.politeness.outcome(status)
+        done = Finish(domain, lease_id, outcome, retry_after)
+        if outcome != "slow":
+            if lease_id or outcome:
+                self.pending_fin.append(done)
+            return
+        try:
+            factor = self.ops.finish(done)
+        except redis.RedisError as exc:
+            logger.warning("Redis unavailable (%s): the slow-down of %s is held until it is back", exc, domain)
+            self.pending_fin.append(done)
+            return
+        self.stats.inc_value(f"politeness/slowdown/{domain}")
+        logger.info(
+            "%s answered %s: every worker slows down on %s (factor %g%s)",
+            request.url, status, domain, factor, f", none before {retry_after:g}s" if retry_after else "",
+        )
+
+    def item_emitted(self, request: Request | None) -> None:
+        self.leases.item_emitted(request)
+
+    def item_finished(self, request: Request | None) -> None:
+        self._done(self.leases.item_finished(request))
+
+    def output_finished(self, request: Request | None, error: BaseException | None = None) -> None:
+        self._done(self.leases.output_finished(request, error))
+
+    def _done(self, lease: Lease | None) -> None:
+        if lease is None:
+            return
+        if self.leases.wait_for_store:
+            self.leases.ready.append(lease.id)  # ended after the store's next flush
+        else:
+            self._end([lease.id])
+
+    # -- the store's handshake (MongoPipeline) ------------------------------------------------------------
+    def store_opened(self) -> None:
+        """A store that acknowledges writes is in use: a done lease ends after its next flush."""
+        self.leases.wait_for_store = True
+
+    def flush_started(self) -> list[str]:
+        """The store begins a flush: the leases it covers (everything done before it began)."""
+        return self.leases.take_ready()
+
+    def flush_succeeded(self, lease_ids: list[str]) -> None:
+        self._end(lease_ids)
+
+    def flush_failed(self, lease_ids: list[str]) -> None:
+        self.leases.put_back(lease_ids)
+
+    def store_backlog(self, full: bool) -> None:
+        """The store's buffer is full (take no new requests) or has drained."""
+        self.store_full = full
+        if not full:
+            for callback in self.on_store_drained:
+                callback()
+
+    # -- how a lease ends ----------------------------------------------------------------------------------
+    def _end(self, lease_ids: list[str]) -> None:
+        """End leases whose items are stored: ack, or dead-letter if the callback failed."""
+        done = []
+        for lease_id in lease_ids:
+            lease = self.leases.get(lease_id)
+            if lease is not None and lease.error:
+                self._dead_letter(lease, json.loads(lease.payload).get("meta", {}), lease.error)
+            else:
+                self.leases.pop(lease_id)
+                done.append(lease_id)
+        self.ack(done)
+
+    def ack(self, lease_ids: list[str]) -> None:
+        """Acks go with the next call to the frontier (the upkeep sends them when the worker is idle)."""
+        self.pending_ack.extend(lease_ids)
+
+    def dropped(self, request: Request, reason: str) -> None:
+        """The request will not be fetched (robots, offsite...): its lease ends."""
+        lease = self.leases.of(request)
+        if lease is not None:
+            self.leases.pop(lease.id)
+            self.ack([lease.id])
+            self.stats.inc_value("leases/dropped")
+            logger.debug("Dropped %s: %s", request.url, reason)
+
+    def retry(self, request: Request, reason: str, retry_after: float = 0.0, status: int | None = None) -> str | None:
+        """Send the request back through the shared frontier after a backoff, or to the DLQ.
+
+        Returns "retry", "dlq", or None when the request holds no lease of ours.
+        """
+        lease = self.leases.of(request)
+        if lease is None:
+            return None
+        self.flush()
+        attempts = self.policy.attempts(request.meta)
+        if self.policy.gives_up(attempts):
+            self.dead_letter(request, error=reason, status=status, attempts=attempts)
+            return "dlq"
+        delay = self.policy.backoff(attempts, retry_after)
+        again = request.replace(dont_filter=True)
+        again.meta.pop(meta.LEASE, None)
+        again.meta[meta.ATTEMPTS] = attempts
+        again.meta.setdefault(meta.FIRST_ATTEMPT, time.time())
+        self.leases.pop(lease.id)
+        if self.ops.delay(lease.id, self.serializer.encode(again), delay):
+            self.stats.inc_value("retry/count")
+            self.stats.inc_value(f"retry/reason_count/{reason.split(':')[0]}")
+            self.count("retries")
+            logger.info("Retrying %s in %.1fs (attempt %d of %d): %s", request.url, delay, attempts + 1,
+                        self.policy.retry_times + 1, reason)
+        return "retry"
+
+    def postpone(self, request: Request, seconds: float, reason: str) -> bool:
+        """Put the request back for later without counting an attempt (its site is not ready)."""
+        lease = self.leases.of(request)
+        if lease is None:
+            return False
+        self.flush()
+        later = request.replace(dont_filter=True)
+        later.meta.pop(meta.LEASE, None)
+        later.meta.pop(meta.RESLOT, None)
+        self.leases.pop(lease.id)
+        moved = self.ops.delay(lease.id, self.serializer.encode(later), seconds)
+        if moved:
+            self.stats.inc_value("scheduler/postponed")
+            logger.info("Postponed %s for %.0fs: %s", request.url, seconds, reason)
+        return moved
+
+    def dead_letter(self, request: Request, error: str, status: int | None = None, attempts: int | None = None) -> None:
+        lease = self.leases.of(request)
+        if lease is not None:
+            self._dead_letter(lease, request.meta, error, status, attempts)
+
+    def _dead_letter(self, lease: Lease, request_meta: dict[str, Any], error: str, status: int | None = None,
+                     attempts: int | None = None) -> None:
+        self.leases.pop(lease.id)
+        self.flush()  # the page's links are queued before its lease ends
+        record = self.policy.dead_letter(self.spider_name, self.worker, lease.url, lease.payload, request_meta,
+                                         error, status, attempts)
+        if self.ops.dead_letter(lease.id, record):
+            self.stats.inc_value("dlq/count")
+            logger.error("Gave up on %s after %d attempts (%s); in %s", lease.url, record.attempts, error, self.keys.dlq)
+
+    def permanent_failure(self, request: Request, status: int) -> None:
+        if self.leases.of(request) is None:  # robots.txt and other side requests do not count
+            return
+        domain = domain_of(request.url)
+        self.stats.inc_value(f"permanent_failures/{domain}")
+        self.count(f"permanent_failures:{domain}")
+
+    def count(self, field: str, n: int = 1) -> None:
+        """Add ``n`` to ``field`` of ``<spider>:stats`` (sent with the next upkeep)."""
+        self.counters.count(field, n)
+
+    # -- upkeep (crawlhub.frontier.upkeep calls these) ---------------------------------------------------
+    def renew(self) -> None:
+        lost = self.ops.renew(self.leases.ids(), self.lease_ttl)
+        if lost:
+            self.stats.inc_value("leases/lost", len(lost))
+            logger.warning("%d leases expired before this worker renewed them (they may be crawled twice)", len(lost))
+
+    def count_live_workers(self, dead_after: float) -> None:
+        """Live workers of this spider (heartbeats), so that a domain's slots are shared among them."""
+        now = time.time()
+        alive = 0
+        for raw in self.server.hvals(self.keys.workers):
+            try:
+                record = json.loads(raw)
+            except ValueError:
+                continue
+            alive += record.get("state") == "running" and now - record.get("last_beat", 0) <= dead_after
+        self.live_workers = max(1, alive)
+
+    def reclaim(self) -> int:
+        """Put expired leases (their worker died) back in the queue, counting an attempt.
+
+        Not while Redis has been up, or reachable from this worker, for less than LEASE_TTL:
+        after an outage every live worker's leases look expired until it has renewed them.
+        """
+        if time.monotonic() - self.redis_back_at < self.lease_ttl:
+            return 0
+        if int(self.server.info("server").get("uptime_in_seconds", 0)) < self.lease_ttl:
+            return 0
+        if not self.server.set(self.keys.reclaim_lock, self.worker, nx=True, px=int(self.lease_ttl * 1000)):
+            return 0
+        reclaimed = 0
+        try:
+            for expired in self.ops.expired():
+                if expired.lease_id in self.leases:  # ours, and alive: renew missed, keep it
+                    continue
+                fate = self.policy.after_expiry(expired, self.spider_name)
+                if fate is None:
+                    self.ack([expired.lease_id])
+                elif isinstance(fate, Requeue):
+                    if self.ops.requeue(expired.lease_id, fate.payload, fate.priority):
+                        reclaimed += 1
+                        logger.info("Reclaimed %s from %s (lease expired)", fate.url, expired.worker)
+                else:
+                    self.ops.dead_letter(expired.lease_id, fate)
+        finally:
+            self.server.delete(self.keys.reclaim_lock)
+        if reclaimed:
+            self.stats.inc_value("leases/reclaimed", reclaimed)
+            self.count("reclaimed", reclaimed)
+        return reclaimed
+
+    # -- closing -----------------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Send what is pending and give back every lease still held; never flush the shared frontier."""
+        self.flush()
+        try:
+            self.counters.send()
+        except redis.RedisError as exc:
+            logger.warning("Could not send %d counters to Redis at close: %s", sum(self.counters.pending.values()), exc)
+        returned = 0
+        for lease in self.leases:
+            try:
+                returned += self.ops.requeue(lease.id, lease.payload, lease.priority)
+            except redis.RedisError as exc:
+                logger.error("Could not give lease %s (%s) back: %s; it returns when it expires", lease.id, lease.url, exc)
+        if returned:
+            logger.info("Gave %d unfinished requests back to the shared queue", returned)
+        self.leases.clear()
+        if self.budget_exhausted:
+            left = self.ops.counts()
+            logger.info("Crawl budget used up; left in the frontier: %(queued)d queued, %(delayed)d waiting to retry", left)

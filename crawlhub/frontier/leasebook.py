@@ -1,0 +1,137 @@
+"""LeaseBook: the leases one worker holds, and when the work of each is done.
+
+A lease is done when its download is over, its callback's output is
+exhausted and every item it yielded went through the pipelines. With a store
+that acknowledges writes (MongoPipeline), a done lease is *ready*: it ends
+after the store's next successful flush, so a page is never forgotten before
+its items are written.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from scrapy import Request
+
+from crawlhub import meta
+from crawlhub.frontier.records import lease_domain
+
+
+@dataclass
+class Lease:
+    id: str
+    url: str
+    payload: bytes
+    priority: int
+    outstanding: int = 0  # items yielded and not yet through the pipelines
+    downloading: bool = True  # holds one of its domain's concurrency slots
+    output_done: bool = False
+    error: str | None = None  # the callback raised: the lease ends in the DLQ
+
+    @property
+    def done(self) -> bool:
+        return self.output_done and self.outstanding <= 0
+
+
+class LeaseBook:
+    def __init__(self) -> None:
+        self._leases: dict[str, Lease] = {}
+        self.ready: list[str] = []  # done leases waiting for the store's next flush
+        self.wait_for_store = False  # a store acknowledges writes: done leases wait for it
+
+    def __len__(self) -> int:
+        return len(self._leases)
+
+    def __iter__(self) -> Iterator[Lease]:
+        return iter(list(self._leases.values()))
+
+    def __contains__(self, lease_id: object) -> bool:
+        return lease_id in self._leases
+
+    def ids(self) -> list[str]:
+        return list(self._leases)
+
+    def add(self, lease_id: str, request: Request, payload: bytes) -> Lease:
+        request.meta[meta.LEASE] = lease_id
+        lease = self._leases[lease_id] = Lease(lease_id, request.url, payload, request.priority)
+        return lease
+
+    def get(self, lease_id: str) -> Lease | None:
+        return self._leases.get(lease_id)
+
+    def of(self, request: Request | None) -> Lease | None:
+        """The lease a request holds (None: not ours, or already ended)."""
+        lease_id = request.meta.get(meta.LEASE) if request is not None else None
+        return self._leases.get(lease_id) if lease_id else None
+
+    def pop(self, lease_id: str) -> Lease | None:
+        return self._leases.pop(lease_id, None)
+
+    def clear(self) -> None:
+        self._leases.clear()
+
+    def held(self) -> dict[str, int]:
+        """Domain slots this worker holds (leases still downloading), for its fair share of each domain."""
+        return dict(Counter(lease_domain(lease.id) for lease in self._leases.values() if lease.downloading))
+
+    def download_finished(self, lease_id: str) -> None:
+        lease = self._leases.get(lease_id)
+        if lease is not None:
+            lease.downloading = False
+
+    def ended_by(self, request: Request) -> str:
+        """The lease a new request ends ('' if none), taking the lease meta out of the request.
+
+        A redirect (or the same page fetched another way, e.g. the browser
+        fallback) replaces its lease: the lease ends when the new request is
+        queued. Any other request that carries lease meta copied it from its
+        parent: it is a new request, and starts without it.
+        """
+        lease_id = request.meta.pop(meta.LEASE, None)
+        if lease_id is None:
+            return ""
+        lease = self._leases.get(lease_id)
+        redirected_from = (request.meta.get("redirect_urls") or [None])[-1]
+        same_page = request.meta.pop(meta.SAME_PAGE, False)
+        if lease is not None and (redirected_from == lease.url or (same_page and request.url == lease.url)):
+            del self._leases[lease_id]
+            return lease_id
+        for key in meta.PARENT_ONLY:
+            request.meta.pop(key, None)
+        return ""
+
+    # -- a page's output ----------------------------------------------------------------------------
+    def item_emitted(self, request: Request | None) -> None:
+        lease = self.of(request)
+        if lease is not None:
+            lease.outstanding += 1
+
+    def item_finished(self, request: Request | None) -> Lease | None:
+        """An item went through the pipelines: its lease if that made it done."""
+        lease = self.of(request)
+        if lease is None:
+            return None
+        lease.outstanding -= 1
+        return lease if lease.done else None
+
+    def output_finished(self, request: Request | None, error: BaseException | None = None) -> Lease | None:
+        """The callback's output is exhausted (or raised): the lease if that made it done."""
+        lease = self.of(request)
+        if lease is None:
+            return None
+        lease.output_done = True
+        if error is not None:
+            lease.error = f"callback error: {type(error).__name__}: {error}"[:1000]
+        return lease if lease.done else None
+
+    # -- the store's flushes ------------------------------------------------------------------------
+    def take_ready(self) -> list[str]:
+        """The done leases a flush that starts now covers."""
+        ready, self.ready = self.ready, []
+        return ready
+
+    def put_back(self, lease_ids: list[str]) -> None:
+        """A flush failed: its leases wait for the next one."""
+        self.ready[:0] = lease_ids

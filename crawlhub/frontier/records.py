@@ -1,0 +1,116 @@
+"""Typed records of what crosses the frontier's boundaries (Python <-> Lua, frontier <-> Redis lists).
+
+The tick script takes its enqueues and finished downloads as JSON objects
+with these field names (``lua/tick.lua``); its reply is a flat array that
+:meth:`Tick.from_reply` reads in one place.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any, NamedTuple
+
+
+def text(value: bytes | str | int | float) -> str:
+    """A Redis reply as text."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def lease_domain(lease_id: str) -> str:
+    """A lease id is ``<seq>@<domain>``: its domain, without a lookup."""
+    return lease_id.partition("@")[2]
+
+
+class EnqueueOp(NamedTuple):
+    """One request for the shared queue (sent with the worker's next tick)."""
+
+    fingerprint: str | bytes  # the request fingerprint (hex or bytes)
+    payload: bytes  # the JSON request (crawlhub.frontier.serializer)
+    priority: int
+    force: bool  # dont_filter: queued even when seen before (recorded as seen too)
+    ends_lease: str  # the lease this request replaces (a redirect, the browser fallback), or ""
+    domain: str
+
+    def to_lua(self, spec: list[Any]) -> dict[str, Any]:
+        return {"spec": spec, "payload": text(self.payload), "priority": int(self.priority),
+                "force": bool(self.force), "ends": self.ends_lease, "domain": self.domain}
+
+
+class Finish(NamedTuple):
+    """A download that is over: its domain's slot frees; ``outcome`` moves the domain's pace."""
+
+    domain: str
+    lease_id: str
+    outcome: str  # "" (nothing to say), "ok" (a success), "slow" (429/503: slow down)
+    retry_after: float = 0.0
+
+    def to_lua(self) -> dict[str, Any]:
+        return {"domain": self.domain, "lease": self.lease_id, "outcome": self.outcome,
+                "retry_after": self.retry_after}
+
+
+class Taken(NamedTuple):
+    """A request leased by this worker."""
+
+    lease_id: str
+    payload: bytes
+
+
+class ExpiredLease(NamedTuple):
+    """A lease past its deadline: its holder died or lost Redis."""
+
+    lease_id: str
+    worker: str
+    taken_at: float
+    payload: bytes
+
+
+@dataclass
+class Tick:
+    """What one call to the frontier returned."""
+
+    taken: list[Taken]
+    wait: float | None  # seconds until a queued or delayed request may be ready; None = there is none
+    added: int = 0  # enqueued requests that were new (or forced)
+    acked: int = 0
+    budget_exhausted: bool = False
+    paused: bool = False
+
+    @classmethod
+    def from_reply(cls, out: list[Any]) -> Tick:
+        """tick.lua returns {status, wait ('' = none), added, acked, id, payload, id, payload, ...}."""
+        taken = [Taken(text(out[i]), out[i + 1]) for i in range(4, len(out), 2)]
+        return cls(taken, float(out[1]) if out[1] else None, int(out[2]), int(out[3]),
+                   out[0] == b"budget", out[0] == b"paused")
+
+
+@dataclass
+class DeadLetter:
+    """A request the crawl gave up on, as stored in ``<spider>:dlq`` (JSON)."""
+
+    url: str | None
+    spider: str
+    attempts: int
+    status: int | None
+    error: str
+    first_attempt: float
+    last_attempt: float
+    worker: str
+    request: str  # the request's JSON: `crawlhub dlq requeue` puts it back
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        record = asdict(self)
+        record.update(record.pop("extra"))
+        return json.dumps(record, ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, raw: bytes | str) -> DeadLetter:
+        data = json.loads(raw)
+        known = {k: data.pop(k, None) for k in ("url", "spider", "attempts", "status", "error", "first_attempt",
+                                                 "last_attempt", "worker", "request")}
+        return cls(url=known["url"], spider=known["spider"] or "", attempts=int(known["attempts"] or 0),
+                   status=known["status"], error=known["error"] or "", first_attempt=float(known["first_attempt"] or 0),
+                   last_attempt=float(known["last_attempt"] or 0), worker=known["worker"] or "",
+                   request=known["request"] or "", extra=data)

@@ -1,0 +1,148 @@
+"""Upkeep: the timers of one worker's frontier client, and waking Scrapy's engine.
+
+* the poller (FRONTIER_POLL_INTERVAL) sends what is pending and wakes the
+  engine when other workers queued requests while this one starved: Scrapy
+  asks an idle scheduler again only on its 5-second heartbeat;
+* maintenance (LEASE_MAINTENANCE_INTERVAL) sends the cluster counters,
+  renews this worker's leases every LEASE_TTL / 3, counts the live workers
+  and reclaims dead workers' expired leases (LEASE_RECLAIM_INTERVAL);
+* wake-ups: when the frontier says when the next domain is ready, the engine
+  is woken then (``crawlhub._compat.wake_engine``: a private API of Scrapy's;
+  without it, the heartbeat still works).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import redis
+from scrapy.crawler import Crawler
+from twisted.internet import task
+from twisted.internet.base import DelayedCall
+
+from crawlhub._compat import wake_engine
+
+if TYPE_CHECKING:
+    from crawlhub.frontier.client import FrontierClient
+
+logger = logging.getLogger(__name__)
+
+
+class Upkeep:
+    def __init__(self, crawler: Crawler, frontier: FrontierClient, has_pending: Callable[[], bool]):
+        settings = crawler.settings
+        self.crawler = crawler
+        self.frontier = frontier
+        self.has_pending = has_pending  # the scheduler's: anything for this worker to take
+        self.poll_interval = settings.getfloat("FRONTIER_POLL_INTERVAL")
+        self.maintenance_interval = settings.getfloat("LEASE_MAINTENANCE_INTERVAL")
+        self.reclaim_interval = settings.getfloat("LEASE_RECLAIM_INTERVAL")
+        heartbeat = settings.getfloat("WORKER_HEARTBEAT_INTERVAL") or 5.0
+        self.dead_after = settings.getfloat("WORKER_DEAD_AFTER") or 3 * heartbeat
+        self.timers: list[task.LoopingCall] = []
+        self.starved = False  # the engine found nothing: wake it when work appears
+        self.not_before = 0.0  # monotonic time before which no domain can be ready
+        self._wakeup: DelayedCall | None = None
+        self._last_renew = self._last_reclaim = self._last_count = 0.0
+        frontier.on_redis_back.append(self._renew_now)
+        frontier.on_store_drained.append(self._starve)  # let the poller wake the engine
+
+    def start(self) -> None:
+        for interval, func in ((self.poll_interval, self.poll), (self.maintenance_interval, self.maintain)):
+            if interval > 0:
+                timer = task.LoopingCall(func)
+                timer.start(interval, now=False)
+                self.timers.append(timer)
+
+    def stop(self) -> None:
+        for timer in self.timers:
+            if timer.running:
+                timer.stop()
+        if self._wakeup is not None and self._wakeup.active():
+            self._wakeup.cancel()
+
+    def _renew_now(self) -> None:
+        self._last_renew = 0.0
+
+    def _starve(self) -> None:
+        self.starved = True
+
+    # -- waking the engine ----------------------------------------------------------------------------
+    def poll(self) -> None:
+        """Send what is pending; wake the engine if work appeared while it starved."""
+        frontier = self.frontier
+        if frontier.has_pending_writes:
+            frontier.flush()
+        if not self.starved or frontier.budget_exhausted or time.monotonic() < self.not_before:
+            return
+        try:
+            pending = self.has_pending()
+        except Exception as exc:  # noqa: BLE001 - a timer must not die
+            logger.debug("frontier poll failed: %s", exc)
+            return
+        if pending:
+            self.wake()
+
+    def wake(self) -> None:
+        if wake_engine(self.crawler):
+            self.starved = False
+
+    def sleep(self, wait: float | None) -> None:
+        """Nothing could be leased: ask again when the frontier says a domain is ready.
+
+        ``wait`` comes from the lease script (None: nothing queued or delayed,
+        the poller watches). The sleep is capped at FRONTIER_POLL_INTERVAL so
+        work that other workers queue for other domains is seen soon; the
+        worker sends Redis nothing while it sleeps.
+        """
+        if wait is None:
+            self.not_before = 0.0
+            return
+        wait = min(wait, self.poll_interval or 1.0)
+        self.not_before = time.monotonic() + wait
+        self.wake_in(wait)
+
+    def early(self) -> float:
+        """Seconds until a domain can be ready (0 or less: ask the frontier now)."""
+        return self.not_before - time.monotonic()
+
+    def work_arrived(self) -> None:
+        """A request was enqueued: its domain may be ready now."""
+        self.not_before = 0.0
+
+    def wake_in(self, seconds: float) -> None:
+        """Wake the engine in ``seconds`` (unless a wake-up is already due).
+
+        Without this, the engine would ask again only on its 5-second heartbeat.
+        """
+        if self._wakeup is None or not self._wakeup.active():
+            from twisted.internet import reactor
+
+            # a hair later than asked: a timer that fires early would find nothing ready yet
+            self._wakeup = reactor.callLater(max(seconds, 0.0) + 0.002, self.wake)
+
+    # -- leases -----------------------------------------------------------------------------------------
+    def maintain(self) -> None:
+        """Renew this worker's leases; reclaim dead workers' expired leases; retry held writes."""
+        frontier = self.frontier
+        now = time.monotonic()
+        try:
+            frontier.flush()
+            frontier.counters.send()
+            if now - self._last_renew >= frontier.lease_ttl / 3:
+                self._last_renew = now
+                frontier.renew()
+            if now - self._last_count >= 2.0:
+                self._last_count = now
+                frontier.count_live_workers(self.dead_after)
+            if now - self._last_reclaim >= self.reclaim_interval:
+                self._last_reclaim = now
+                frontier.reclaim()
+        except redis.RedisError as exc:
+            frontier.redis_down = True
+            logger.warning("Lease maintenance skipped: Redis unavailable (%s)", exc)
+        except Exception:  # noqa: BLE001 - a timer must not die
+            logger.exception("Lease maintenance failed")

@@ -1,0 +1,41 @@
+"""Every request meta key crawlhub reads or writes, in one place.
+
+A key set on a request that goes to Redis travels with it (JSON); the keys in
+:data:`PER_DOWNLOAD` belong to one download and never leave the worker (a
+chosen proxy's address and credentials among them).
+"""
+
+from __future__ import annotations
+
+# -- the frontier (crawlhub.frontier) ------------------------------------------------------------------
+LEASE = "crawlhub_lease"  # the lease id of the request being processed (never stored)
+ATTEMPTS = "crawlhub_attempts"  # failed attempts so far
+FIRST_ATTEMPT = "crawlhub_first_attempt"  # time of the first attempt
+EXPIRIES = "crawlhub_expiries"  # times its lease expired (its worker died)
+SAME_PAGE = "crawlhub_same_page"  # this request replaces its lease's (same page, fetched another way)
+
+# -- politeness and robots.txt -----------------------------------------------------------------------
+RESLOT = "crawlhub_reslot"  # this leased request's slot was used by robots.txt; take a new one
+SLOT_TAKEN = "crawlhub_slot_taken"  # this unleased request already has a slot
+ROBOTS_WAITS = "crawlhub_robots_waits"  # times this request waited for an unavailable robots.txt
+
+# -- the spider ----------------------------------------------------------------------------------------
+SEED_HOST = "crawlhub_seed_host"  # the host of the seed a request comes from (redirects may move it)
+
+# -- proxies and header profiles -----------------------------------------------------------------------
+PROXY = "crawlhub_proxy"  # the id of the proxy chosen for this download
+PROXY_TRIED = "crawlhub_proxy_tried"  # ids this page was already banned on
+PROXY_SWITCHES = "crawlhub_proxy_switches"  # immediate re-fetches through another proxy
+PROFILE = "crawlhub_profile"  # the header profile this download used
+PROFILE_HEADERS = "crawlhub_profile_headers"  # header names the profile middleware set (removed on a retry)
+HEADER_PROFILE = "header_profile"  # set by a spider: a profile id to use, or False for none
+
+# -- cluster stats ---------------------------------------------------------------------------------------
+ATTEMPT_STARTED = "crawlhub_attempt_started"  # when this attempt went to the downloader (monotonic)
+
+# Meta of one download only: never written to Redis.
+PER_DOWNLOAD = ("proxy", "_auth_proxy", "_scheme_proxy", "playwright_context", "playwright_context_kwargs", PROXY)
+
+# Meta that belongs to the request a child was made from, not to the child (Scrapy copies
+# meta into follow-ups in some spiders): a new request starts without them.
+PARENT_ONLY = (LEASE, ATTEMPTS, FIRST_ATTEMPT, EXPIRIES)
