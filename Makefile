@@ -66,7 +66,8 @@ browser: venv
 	fi
 
 lint: venv
-	$(PY) -m ruff check crawlhub spiders tests bench
+	$(PY) -m ruff check crawlhub spiders tests bench demo
+	$(PY) -m mypy
 
 test: setup browser lint
 	$(PY) -m pytest $(PYTEST_ARGS)

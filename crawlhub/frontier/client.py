@@ -209,7 +209,9 @@ class FrontierClient:
         record = json.dumps({"reason": reason, "payload": payload[:4096].decode("utf-8", "backslashreplace"),
                              "queue": self.keys.queue, "at": time.time()})
         with self.server.pipeline() as pipe:
-            pipe.lpush(self.keys.bad_requests, record).ltrim(self.keys.bad_requests, 0, self.bad_max - 1).execute()
+            pipe.lpush(self.keys.bad_requests, record)
+            pipe.ltrim(self.keys.bad_requests, 0, self.bad_max - 1)
+            pipe.execute()
 
     # -- downloads and page output --------------------------------------------------------------------
     def lease_of(self, request: Request | None) -> Lease | None:

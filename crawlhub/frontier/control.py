@@ -44,12 +44,12 @@ def budget(server: redis.Redis, keys: Keys, default: int, pages: int | None = No
             "queued": sum(queued_per_domain(server, keys).values())}
 
 
-def dead_letters(server: redis.Redis, keys: Keys) -> list[tuple[bytes, DeadLetter]]:
+def dead_letters(server: redis.Redis, keys: Keys) -> list[tuple[bytes | str, DeadLetter]]:
     """Every dead letter, newest first, with its raw form (to remove exactly that one)."""
     return [(raw, DeadLetter.from_json(raw)) for raw in server.lrange(keys.dlq, 0, -1)]
 
 
-def requeue_dead_letter(server: redis.Redis, keys: Keys, raw: bytes, letter: DeadLetter) -> bool:
+def requeue_dead_letter(server: redis.Redis, keys: Keys, raw: bytes | str, letter: DeadLetter) -> bool:
     """Put a dead letter's request back in its domain's queue, its attempts forgotten.
 
     First queued, then removed from the DLQ: a crash in between leaves a duplicate letter, never a lost one.
@@ -61,7 +61,7 @@ def requeue_dead_letter(server: redis.Redis, keys: Keys, raw: bytes, letter: Dea
     request["dont_filter"] = True
     payload = json.dumps(request, separators=(",", ":"), ensure_ascii=False)
     FrontierOps(server, keys).push(payload, int(request.get("priority", 0)), domain_of(letter.url or request.get("url", "")))
-    return bool(server.lrem(keys.dlq, 1, raw))
+    return bool(server.lrem(keys.dlq, 1, raw))  # type: ignore[arg-type]  # redis-py accepts bytes
 
 
 def existing_keys(server: redis.Redis, keys: Keys) -> list[str]:

@@ -2,7 +2,7 @@
 
 Fingerprints are Scrapy's own (``crawler.request_fingerprinter``), so
 REQUEST_FINGERPRINTER_CLASS applies as in plain Scrapy. The frontier's
-enqueue script checks and records them (:mod:`crawlhub.frontier.leases`);
+tick script checks and records them (``lua/tick.lua``, :mod:`crawlhub.frontier.operations`);
 the classes here say how (``DUPEFILTER_MODE``):
 
 ``exact`` (default)
@@ -31,10 +31,19 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import redis
-from scrapy_redis.dupefilter import RFPDupeFilter
+from scrapy import Request, Spider
+from scrapy.crawler import Crawler
+from scrapy.dupefilters import BaseDupeFilter
+from scrapy.settings import BaseSettings
+from scrapy.utils.request import RequestFingerprinterProtocol, fingerprint
+
+from crawlhub.frontier.records import text
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 MAX_BITMAP_BITS = 2**32  # Redis strings stop at 512 MB
 
@@ -47,7 +56,7 @@ class Filter(Protocol):
     def spec(self, fp: str | bytes) -> list[Any]: ...
 
 
-def fingerprint_bytes(fp) -> bytes:
+def fingerprint_bytes(fp: str | bytes) -> bytes:
     """A fingerprint as bytes: Scrapy's digest, its hex form, or any other string (hashed)."""
     if isinstance(fp, bytes):
         return fp
@@ -63,7 +72,7 @@ class ExactFilter:
             raise ValueError("DUPEFILTER_BUCKETS must be 1 or more")
         self.key, self.buckets = key, buckets
 
-    def spec(self, fp) -> list:
+    def spec(self, fp: str | bytes) -> list[Any]:
         raw = fingerprint_bytes(fp)
         value = int.from_bytes(raw[:8], "big", signed=True)
         bucket = int.from_bytes(raw[8:12], "big") % self.buckets
@@ -83,7 +92,7 @@ class BloomFilter:
                              f"{MAX_BITMAP_BITS} (use RedisBloom, a lower capacity or a higher error rate)")
         self.hashes = max(1, round(self.bits / capacity * math.log(2)))
 
-    def spec(self, fp) -> list:
+    def spec(self, fp: str | bytes) -> list[Any]:
         raw = hashlib.sha256(fingerprint_bytes(fp)).digest()
         h1, h2 = int.from_bytes(raw[:8], "big"), int.from_bytes(raw[8:16], "big") | 1
         return ["b", self.key, self.bits, *((h1 + i * h2) % self.bits for i in range(self.hashes))]
@@ -92,23 +101,23 @@ class BloomFilter:
 class RedisBloomFilter:
     """RedisBloom's scalable filter (BF.RESERVE once, BF.ADD per URL)."""
 
-    def __init__(self, server, key: str, capacity: int, error_rate: float):
+    def __init__(self, server: redis.Redis, key: str, capacity: int, error_rate: float):
         self.key = f"{key}:bf"
         try:
-            server.execute_command("BF.RESERVE", self.key, error_rate, capacity)
+            server.execute_command("BF.RESERVE", self.key, error_rate, capacity)  # type: ignore[no-untyped-call]
         except Exception as exc:  # noqa: BLE001 - "item exists": another worker made it
             if "exists" not in str(exc).lower():
                 raise
 
-    def spec(self, fp) -> list:
+    def spec(self, fp: str | bytes) -> list[Any]:
         return ["f", self.key, fingerprint_bytes(fp).hex()]
 
 
-def has_redisbloom(server) -> bool:
+def has_redisbloom(server: redis.Redis) -> bool:
     """Whether the server has the RedisBloom module. A server that refuses MODULE LIST (an ACL, a
     managed Redis) has none we may count on; any other error (Redis down) is raised, not taken for 'no'."""
     try:
-        modules = server.module_list()
+        modules: list[dict[Any, Any]] = server.module_list()
     except redis.ResponseError:
         return False
     return any((m.get(b"name") or m.get("name")) in (b"bf", "bf") for m in modules)
@@ -118,7 +127,7 @@ class FilterMismatch(RuntimeError):
     """This worker's duplicate-filter settings differ from those the crawl's filter was made with."""
 
 
-def filter_config(server, settings) -> dict:
+def filter_config(server: redis.Redis, settings: BaseSettings) -> dict[str, Any]:
     """What the duplicate filter of a crawl is made of: every worker of a spider must agree on it."""
     mode = settings.get("DUPEFILTER_MODE", "exact")
     if mode == "exact":
@@ -130,7 +139,7 @@ def filter_config(server, settings) -> dict:
     raise ValueError(f"DUPEFILTER_MODE must be 'exact' or 'bloom', not {mode!r}")
 
 
-def claim_config(server, key: str, config: dict) -> None:
+def claim_config(server: redis.Redis, key: str, config: dict[str, Any]) -> None:
     """Record the filter's config at ``<key>:config`` (the first worker), or check it against the record.
 
     Raises :class:`FilterMismatch` naming both: two configs would split the filter silently
@@ -138,14 +147,14 @@ def claim_config(server, key: str, config: dict) -> None:
     """
     wanted = json.dumps(config, sort_keys=True)
     server.set(f"{key}:config", wanted, nx=True)
-    stored = (server.get(f"{key}:config") or b"").decode()
+    stored = text(server.get(f"{key}:config") or b"")
     if stored and stored != wanted:
         raise FilterMismatch(
             f"the duplicate filter {key} was made with {stored}, this worker has {wanted}: give every worker "
             "of a spider the same DUPEFILTER_* settings (or `crawlhub reset` the spider to start over)")
 
 
-def make_filter(server, settings, key: str):
+def make_filter(server: redis.Redis, settings: BaseSettings, key: str) -> Filter:
     """The filter DUPEFILTER_MODE asks for, after checking the crawl's workers agree on it."""
     config = filter_config(server, settings)
     claim_config(server, key, config)
@@ -156,37 +165,33 @@ def make_filter(server, settings, key: str):
     return BloomFilter(key, config["capacity"], config["error_rate"])
 
 
-class RedisDupeFilter(RFPDupeFilter):
-    def __init__(self, server, key, debug=False, *, fingerprinter=None, stats=None):
-        super().__init__(server, key, debug=debug)
+class RedisDupeFilter(BaseDupeFilter):
+    """DUPEFILTER_CLASS: the request fingerprint, with the project's REQUEST_FINGERPRINTER.
+
+    The duplicate check itself is atomic in Redis (the tick script, with the
+    :class:`Filter` above), so ``request_seen`` never filters here; ``close``
+    keeps the shared filter (scrapy-redis's deletes it unless persisting).
+    """
+
+    def __init__(self, key: str, fingerprinter: RequestFingerprinterProtocol | None = None):
+        self.key = key
         self.fingerprinter = fingerprinter
-        self.stats = stats
 
     @classmethod
-    def for_spider(cls, crawler, server, spider):
-        key = crawler.settings.get("SCHEDULER_DUPEFILTER_KEY") % {"spider": spider.name}
-        return cls(
-            server,
-            key,
-            debug=crawler.settings.getbool("DUPEFILTER_DEBUG"),
-            fingerprinter=crawler.request_fingerprinter,
-            stats=crawler.stats,
-        )
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        return cls("", crawler.request_fingerprinter)
 
-    def request_fingerprint(self, request) -> str:
+    @classmethod
+    def for_spider(cls, crawler: Crawler, spider: Spider) -> RedisDupeFilter:
+        key = str(crawler.settings.get("SCHEDULER_DUPEFILTER_KEY")) % {"spider": spider.name}
+        return cls(key, crawler.request_fingerprinter)
+
+    def request_fingerprint(self, request: Request) -> str:
         if self.fingerprinter is not None:
             return self.fingerprinter.fingerprint(request).hex()
-        return super().request_fingerprint(request)
-
-    def close(self, reason=""):
-        """Keep the shared set (scrapy-redis deletes it here)."""
-
-    def log(self, request, spider):
-        if self.stats:
-            self.stats.inc_value("dupefilter/filtered")
-        super().log(request, spider)
+        return fingerprint(request).hex()
 
 
-def seen_count(server, key: str) -> int:
+def seen_count(server: redis.Redis, key: str) -> int:
     """How many URLs the filter at ``key`` took in."""
     return int(server.get(f"{key}:count") or 0)

@@ -97,7 +97,7 @@ class LeaseBook:
         same_page = request.meta.pop(meta.SAME_PAGE, False)
         if lease is not None and (redirected_from == lease.url or (same_page and request.url == lease.url)):
             del self._leases[lease_id]
-            return lease_id
+            return str(lease_id)
         for key in meta.PARENT_ONLY:
             request.meta.pop(key, None)
         return ""

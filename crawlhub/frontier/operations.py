@@ -145,13 +145,16 @@ class FrontierOps:
     def pending(self) -> bool:
         """Anything queued or waiting to retry (cheap: two ZCARDs)."""
         pipe = self.server.pipeline(transaction=False)
-        pipe.zcard(self.keys.schedule).zcard(self.keys.delayed)
+        pipe.zcard(self.keys.schedule)
+        pipe.zcard(self.keys.delayed)
         return any(pipe.execute())
 
     def counts(self) -> dict[str, int]:
         k = self.keys
         pipe = self.server.pipeline(transaction=False)
-        pipe.llen(k.seeds).zcard(k.delayed).zcard(k.inflight).llen(k.dlq).get(k.seen)
+        for command, key in ((pipe.llen, k.seeds), (pipe.zcard, k.delayed), (pipe.zcard, k.inflight), (pipe.llen, k.dlq),
+                             (pipe.get, k.seen)):
+            command(key)
         seeds, delayed, inflight, dlq, seen = pipe.execute()
         return {"seeds": seeds, "queued": sum(self.queued().values()), "delayed": delayed, "inflight": inflight,
                 "dlq": dlq, "seen": int(seen or 0)}

@@ -52,7 +52,7 @@ class RetryPolicy:
     def backoff(self, attempts: int, retry_after: float = 0.0) -> float:
         """Seconds before attempt ``attempts + 1``: doubling from the base, capped, jittered; never under Retry-After."""
         delay = min(self.backoff_max, self.backoff_base * 2 ** (attempts - 1)) * random.uniform(0.5, 1.0)
-        return max(delay, retry_after)
+        return float(max(delay, retry_after))
 
     @staticmethod
     def dead_letter(spider: str, worker: str, url: str | None, payload: bytes | str, request_meta: dict[str, Any],

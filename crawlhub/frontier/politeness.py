@@ -22,6 +22,10 @@ import json
 import re
 import time
 from dataclasses import dataclass
+from typing import Any
+
+import redis
+from scrapy.settings import BaseSettings
 
 from crawlhub.frontier import keys
 from crawlhub.frontier.records import text as _text
@@ -35,7 +39,7 @@ class BadLimit(ValueError):
     pass
 
 
-def parse_rate(value) -> float:
+def parse_rate(value: object) -> float:
     """Requests per second from "5", "5/s", "30/m", "100/h", 0 or "none" (no limit)."""
     if isinstance(value, (int, float)):
         rate = float(value)
@@ -51,13 +55,13 @@ def parse_rate(value) -> float:
     return rate
 
 
-def parse_limit(value) -> dict:
+def parse_limit(value: object) -> dict[str, Any]:
     """A DOMAIN_LIMITS entry: a rate ("2/s") or {"rate": ..., "concurrency": ...}."""
     if isinstance(value, dict):
         unknown = set(value) - {"rate", "concurrency"}
         if unknown:
             raise BadLimit(f"unknown limit field(s) {sorted(unknown)}: use rate and concurrency")
-        out = {}
+        out: dict[str, Any] = {}
         if value.get("rate") is not None:
             out["rate"] = parse_rate(value["rate"])
         if value.get("concurrency") is not None:
@@ -80,19 +84,19 @@ def format_rate(rate: float | None) -> str:
 class Politeness:
     """The politeness settings of a worker, and the domain-level Redis operations."""
 
-    server: object
+    server: redis.Redis
     rate: float = 4.0
     concurrency: int = 8
-    domains: dict | None = None
+    domains: dict[str, dict[str, Any]] | None = None
     burst: int = 1
     backoff_base: float = 0.5
     factor_max: float = 32.0
     recovery: float = 0.8
     recheck: float = 1.0
-    slowdown_codes: frozenset = frozenset({429, 503})
+    slowdown_codes: frozenset[int] = frozenset({429, 503})
 
     @classmethod
-    def from_settings(cls, server, settings) -> Politeness:
+    def from_settings(cls, server: redis.Redis, settings: BaseSettings) -> Politeness:
         domains = settings.getdict("DOMAIN_LIMITS")
         try:
             parsed = {d.lower(): parse_limit(v) for d, v in domains.items()}
@@ -110,12 +114,12 @@ class Politeness:
             slowdown_codes=frozenset(int(c) for c in settings.getlist("DOMAIN_SLOWDOWN_CODES")),
         )
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self._reserve = self.server.register_script(source("reserve"))
 
-    def config(self) -> dict:
+    def config(self) -> dict[str, Any]:
         """What the lease script needs (sent as JSON)."""
-        conf = {"rate": self.rate, "concurrency": self.concurrency, "burst": self.burst,
+        conf: dict[str, Any] = {"rate": self.rate, "concurrency": self.concurrency, "burst": self.burst,
                 "base": self.backoff_base, "recheck": self.recheck}
         if self.domains:
             conf["domains"] = self.domains
@@ -141,7 +145,7 @@ class Politeness:
 
 
 # -- run-time limits and the domains' state (the `crawlhub limits` command) -------
-def set_limit(server, domain: str, rate=None, concurrency: int | None = None) -> dict:
+def set_limit(server: redis.Redis, domain: str, rate: object = None, concurrency: int | None = None) -> dict[str, Any]:
     domain = domain.lower()
     current = get_limit(server, domain) or {}
     update = parse_limit({"rate": rate, "concurrency": concurrency})
@@ -150,16 +154,16 @@ def set_limit(server, domain: str, rate=None, concurrency: int | None = None) ->
     return current
 
 
-def get_limit(server, domain: str) -> dict | None:
+def get_limit(server: redis.Redis, domain: str) -> dict[str, Any] | None:
     raw = server.hget(keys.LIMITS, domain.lower())
     return json.loads(raw) if raw else None
 
 
-def clear_limit(server, domain: str) -> bool:
+def clear_limit(server: redis.Redis, domain: str) -> bool:
     return bool(server.hdel(keys.LIMITS, domain.lower()))
 
 
-def domain_state(server, domain: str, now: float | None = None) -> dict:
+def domain_state(server: redis.Redis, domain: str, now: float | None = None) -> dict[str, Any]:
     """What `crawlhub limits show` prints for a domain (numbers from its Redis hash)."""
     now = time.time() if now is None else now
     raw = {_text(k): _text(v) for k, v in server.hgetall(keys.domain_state(domain)).items()}
@@ -184,14 +188,14 @@ def domain_state(server, domain: str, now: float | None = None) -> dict:
     }
 
 
-def known_domains(server, limit: int = 200) -> list[str]:
+def known_domains(server: redis.Redis, limit: int = 200) -> list[str]:
     """Domains most recently crawled first, and those with run-time limits."""
-    recent = [_text(d) for d in server.zrevrange(keys.DOMAINS, 0, limit - 1)]
+    recent = [_text(d) for d in server.zrevrange(keys.DOMAINS, 0, limit - 1) if isinstance(d, (bytes, str))]
     limited = [_text(d) for d in server.hkeys(keys.LIMITS)]
     return recent + sorted(set(limited) - set(recent))
 
 
-def limit_rows(server, settings, domains: list[str] | None = None) -> list[dict]:
+def limit_rows(server: redis.Redis, settings: BaseSettings, domains: list[str] | None = None) -> list[dict[str, Any]]:
     """What `crawlhub limits show` prints: each domain's limit and where it comes from, its state, its robots.txt."""
     from crawlhub.downloadermiddlewares.robots import robots_state
 

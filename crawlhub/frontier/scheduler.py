@@ -28,6 +28,7 @@ import redis
 from scrapy import Request, Spider
 from scrapy.core.scheduler import BaseScheduler
 from scrapy.crawler import Crawler
+from scrapy.dupefilters import BaseDupeFilter
 from scrapy.utils.misc import build_from_crawler, load_object
 
 from crawlhub import services
@@ -80,7 +81,7 @@ class RedisScheduler(BaseScheduler):
         self.frontier.open(spider)
         dupefilter_cls = load_object(settings["DUPEFILTER_CLASS"])
         if issubclass(dupefilter_cls, RedisDupeFilter):
-            self.df = dupefilter_cls.for_spider(self.crawler, self.frontier.server, spider)
+            self.df: BaseDupeFilter = dupefilter_cls.for_spider(self.crawler, spider)
         else:
             self.df = build_from_crawler(dupefilter_cls, self.crawler)
         self.upkeep.start()
@@ -105,7 +106,7 @@ class RedisScheduler(BaseScheduler):
     # -- Scrapy's scheduler interface ------------------------------------------
     def enqueue_request(self, request: Request) -> bool:
         try:
-            self.frontier.enqueue(request, self.df.request_fingerprint(request))
+            self.frontier.enqueue(request, self._fingerprint(request))
         except EncodeError as exc:
             logger.warning("%s; keeping it in this worker's memory instead (crawled by this worker only, "
                            "lost if it dies)", exc, extra={"spider": self.spider})
@@ -114,6 +115,13 @@ class RedisScheduler(BaseScheduler):
             return True
         self.upkeep.work_arrived()
         return True
+
+    def _fingerprint(self, request: Request) -> str:
+        """The request's fingerprint: DUPEFILTER_CLASS's if it has one, else REQUEST_FINGERPRINTER's."""
+        own = getattr(self.df, "request_fingerprint", None)
+        if own is not None:
+            return str(own(request))
+        return self.crawler.request_fingerprinter.fingerprint(request).hex()
 
     def next_request(self) -> Request | None:
         if self.local:

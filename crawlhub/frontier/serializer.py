@@ -15,9 +15,10 @@ from __future__ import annotations
 import base64
 import inspect
 import json
+from collections.abc import Iterable
 from typing import Any
 
-from scrapy import Request
+from scrapy import Request, Spider
 from scrapy.utils.misc import load_object
 from scrapy.utils.request import request_from_dict
 
@@ -44,7 +45,7 @@ _DEFAULTS: dict[str, Any] = {
     "errback": None,
 }
 # JSON types of the fields a payload may carry
-_TYPES = {
+_TYPES: dict[str, type | tuple[type, ...]] = {
     "method": str, "meta": dict, "cb_kwargs": dict, "headers": dict, "cookies": (dict, list),
     "flags": list, "priority": int, "dont_filter": bool, "encoding": str, "body": str,
 }
@@ -69,7 +70,7 @@ class RequestSerializer:
     ``allowed_classes`` are the dotted paths a payload's ``_class`` may name.
     """
 
-    def __init__(self, spider=None, allowed_classes=DEFAULT_ALLOWED_CLASSES):
+    def __init__(self, spider: Spider | None = None, allowed_classes: Iterable[str] = DEFAULT_ALLOWED_CLASSES) -> None:
         self.spider = spider
         self.allowed = set(allowed_classes)
 
@@ -145,7 +146,7 @@ class RequestSerializer:
         except (TypeError, ValueError, AttributeError, LookupError) as exc:
             raise DecodeError(f"cannot rebuild request: {exc}") from None
 
-    def _check_method(self, name, what: str) -> None:
+    def _check_method(self, name: object, what: str) -> None:
         if name is None:
             return
         if not isinstance(name, str) or not name.isidentifier() or name.startswith("_"):

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import redis
 from scrapy.crawler import Crawler
@@ -119,8 +119,9 @@ class Upkeep:
         Without this, the engine would ask again only on its 5-second heartbeat.
         """
         if self._wakeup is None or not self._wakeup.active():
-            from twisted.internet import reactor
+            from twisted.internet import reactor as installed
 
+            reactor: Any = installed  # the running reactor (typed as a module by Twisted's stubs)
             # a hair later than asked: a timer that fires early would find nothing ready yet
             self._wakeup = reactor.callLater(max(seconds, 0.0) + 0.002, self.wake)
 

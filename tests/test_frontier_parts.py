@@ -1,0 +1,135 @@
+"""The frontier's small units on their own: LeaseBook, RetryPolicy, the typed records, frontier_of."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from scrapy import Request, Spider
+from scrapy.utils.test import get_crawler
+
+from crawlhub import meta
+from crawlhub.frontier import keys as key_names
+from crawlhub.frontier import scripts
+from crawlhub.frontier.client import frontier_of
+from crawlhub.frontier.leasebook import LeaseBook
+from crawlhub.frontier.policy import Requeue, RetryPolicy
+from crawlhub.frontier.records import DeadLetter, EnqueueOp, ExpiredLease, Finish, Tick
+
+
+def leased(book: LeaseBook, lease_id: str, url: str) -> Request:
+    request = Request(url)
+    book.add(lease_id, request, json.dumps({"url": url}).encode())
+    return request
+
+
+def test_a_lease_is_done_when_its_output_and_every_item_are():
+    book = LeaseBook()
+    page = leased(book, "1@a.test", "http://a.test/")
+    book.item_emitted(page)
+    book.item_emitted(page)
+    assert book.output_finished(page) is None, "two items still in the pipelines"
+    assert book.item_finished(page) is None
+    done = book.item_finished(page)
+    assert done is not None and done.id == "1@a.test" and done.error is None
+
+
+def test_a_failed_callback_marks_its_lease_for_the_dlq():
+    book = LeaseBook()
+    page = leased(book, "1@a.test", "http://a.test/")
+    done = book.output_finished(page, ValueError("bad markup"))
+    assert done is not None and done.error == "callback error: ValueError: bad markup"
+
+
+def test_a_redirect_ends_its_lease_and_a_child_starts_clean():
+    book = LeaseBook()
+    page = leased(book, "1@a.test", "http://a.test/old")
+    redirected = page.replace(url="http://a.test/new")
+    redirected.meta["redirect_urls"] = ["http://a.test/old"]
+    assert book.ended_by(redirected) == "1@a.test" and "1@a.test" not in book
+    parent = leased(book, "2@a.test", "http://a.test/list")
+    parent.meta.update({meta.ATTEMPTS: 2, meta.FIRST_ATTEMPT: 1.0, meta.EXPIRIES: 1})
+    child = Request("http://a.test/item", meta=dict(parent.meta))
+    assert book.ended_by(child) == "", "a link is a new request: it ends no lease"
+    assert not set(child.meta) & set(meta.PARENT_ONLY), "and carries none of its parent's attempts"
+    assert "2@a.test" in book
+
+
+def test_the_store_handshake_hands_back_what_a_failed_flush_covered():
+    book = LeaseBook()
+    book.ready = ["1@a", "2@a"]
+    covered = book.take_ready()
+    book.ready.append("3@a")
+    book.put_back(covered)
+    assert book.take_ready() == ["1@a", "2@a", "3@a"]
+
+
+def test_held_counts_only_leases_still_downloading():
+    book = LeaseBook()
+    for i, domain in enumerate(("a.test", "a.test", "b.test")):
+        leased(book, f"{i}@{domain}", f"http://{domain}/{i}")
+    book.download_finished("0@a.test")
+    assert book.held() == {"a.test": 1, "b.test": 1}
+
+
+def test_retry_policy_backs_off_within_bounds_and_gives_up():
+    policy = RetryPolicy(retry_times=2, backoff_base=2.0, backoff_max=5.0)
+    assert [policy.gives_up(a) for a in (1, 2, 3)] == [False, False, True]
+    for attempts, low, high in ((1, 1.0, 2.0), (2, 2.0, 4.0), (5, 2.5, 5.0)):
+        assert low <= policy.backoff(attempts) <= high
+    assert policy.backoff(1, retry_after=30) == 30, "never sooner than Retry-After"
+
+
+def test_an_expired_lease_is_requeued_then_dead_lettered():
+    policy = RetryPolicy(max_expiries=1)
+    payload = json.dumps({"url": "http://a.test/x", "priority": 3}).encode()
+    first = policy.after_expiry(ExpiredLease("1@a.test", "w1", 100.0, payload), "sp")
+    assert isinstance(first, Requeue) and first.priority == 3
+    again = json.loads(first.payload)
+    assert again["dont_filter"] and again["meta"][meta.EXPIRIES] == 1 and again["meta"][meta.ATTEMPTS] == 1
+    second = policy.after_expiry(ExpiredLease("2@a.test", "w2", 200.0, first.payload), "sp")
+    assert isinstance(second, DeadLetter) and second.error == "lease expired 2 times (last holder w2)"
+    assert second.first_attempt == 100.0, "the first attempt's time is kept"
+    assert policy.after_expiry(ExpiredLease("3@a.test", "w", 0, b"\x80 not json"), "sp") is None
+
+
+def test_a_dead_letter_round_trips_with_its_fields_in_order():
+    letter = DeadLetter("http://a.test/", "sp", 3, 503, "HTTP 503", 1.0, 2.0, "w", '{"url": "http://a.test/"}',
+                        extra={"note": "kept"})
+    raw = letter.to_json()
+    assert list(json.loads(raw)) == ["url", "spider", "attempts", "status", "error", "first_attempt",
+                                     "last_attempt", "worker", "request", "note"]
+    assert DeadLetter.from_json(raw) == letter
+
+
+def test_records_cross_into_lua_with_named_fields():
+    op = EnqueueOp("ab" * 20, b'{"url": "http://a.test/"}', 2, True, "", "a.test")
+    assert op.to_lua(["s", "k", "1"]) == {"spec": ["s", "k", "1"], "payload": '{"url": "http://a.test/"}',
+                                          "priority": 2, "force": True, "ends": "", "domain": "a.test"}
+    assert Finish("a.test", "1@a.test", "slow", 3.0).to_lua() == {
+        "domain": "a.test", "lease": "1@a.test", "outcome": "slow", "retry_after": 3.0}
+    tick = scripts.source("tick")
+    for name in ("e.spec", "e.payload", "e.priority", "e.force", "e.ends", "e.domain", "f.domain", "f.lease",
+                 "f.outcome", "f.retry_after"):
+        assert name in tick, f"tick.lua reads {name}"
+    reply = Tick.from_reply([b"ok", b"0.250", 3, 1, b"7@a.test", b"{}"])
+    assert (reply.wait, reply.added, reply.acked, reply.taken) == (0.25, 3, 1, [("7@a.test", b"{}")])
+    assert Tick.from_reply([b"budget", b"", 0, 0]).budget_exhausted and Tick.from_reply([b"paused", b"", 0, 0]).paused
+
+
+def test_the_lua_helpers_use_the_registry_s_domain_prefix():
+    assert f"local DOMAIN = '{key_names.DOMAIN}'" in scripts.source("_helpers")
+
+
+def test_frontier_of_is_none_off_the_shared_frontier():
+    crawler = get_crawler(Spider)
+    assert frontier_of(crawler) is None, "not started"
+    crawler.engine = type("Engine", (), {"scheduler": object()})()
+    assert frontier_of(crawler) is None, "another scheduler"
+
+
+@pytest.mark.parametrize("spider", ["sp", "news"])
+def test_every_spider_key_comes_from_the_registry(spider):
+    keys = key_names.Keys.for_spider(get_crawler(Spider).settings, spider)
+    assert all(name.startswith(f"{spider}:") for name in keys.names().values())
+    assert len(set(keys.names().values())) == len(keys.names()), "no two fields name one key"
