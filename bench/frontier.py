@@ -38,7 +38,10 @@ COMMON = {
     "ROBOTSTXT_OBEY": False,
     "LOG_LEVEL": "WARNING",
     "TELNETCONSOLE_ENABLED": False,
-    "ITEM_PIPELINES": {},
+    # none: the frontier is measured, not MongoDB (crawlhub's add-on merges its pipelines into a
+    # project's dict entry by entry, as Scrapy does with ITEM_PIPELINES_BASE: None turns each off)
+    "ITEM_PIPELINES": {f"crawlhub.pipelines.{name}": None for name in (
+        "clean.CleanPipeline", "validate.ValidatePipeline", "dedupe.DedupePipeline", "mongo.MongoPipeline")},
     "TWISTED_REACTOR": "twisted.internet.asyncioreactor.AsyncioSelectorReactor",
     "COOKIES_ENABLED": False,
     "EXTENSIONS": {"bench.frontier.Meter": 0, "scrapy.extensions.telnet.TelnetConsole": None},
@@ -140,15 +143,15 @@ def crawl(mode: str, url: str, redis_url: str) -> None:
 
 
 # -- the driver -----------------------------------------------------------------------
-def run_crawl(mode: str, url: str, redis_url: str, workers: int = 1) -> dict:
+def run_crawl(mode: str, url: str, redis_url: str, workers: int = 1, root: Path = ROOT) -> dict:
     results = []
     procs = []
     tmp = Path(tempfile.mkdtemp(prefix="bench-"))
     for n in range(workers):
         out = tmp / f"{mode}-{n}.json"
-        env = dict(os.environ, BENCH_RESULT=str(out), PYTHONPATH=str(ROOT))
+        env = dict(os.environ, BENCH_RESULT=str(out), PYTHONPATH=str(root))
         cmd = [sys.executable, "-m", "bench.frontier", "--crawl", mode, "--url", url, "--redis", redis_url]
-        procs.append((subprocess.Popen(cmd, cwd=ROOT, env=env), out))
+        procs.append((subprocess.Popen(cmd, cwd=root, env=env), out))
     for proc, out in procs:
         if proc.wait(timeout=1800) != 0:
             raise SystemExit(f"{mode} crawl failed (exit {proc.returncode})")
@@ -208,6 +211,9 @@ def main(argv=None) -> int:
     parser.add_argument("--pages", type=int, default=20000)
     parser.add_argument("--quick", action="store_true", help="3,000 pages")
     parser.add_argument("--repeat", type=int, default=3, help="rounds; each configuration runs once per round")
+    parser.add_argument("--against", type=Path, metavar="CHECKOUT",
+                        help="A/B: crawlhub x1 and x2 of this tree and of CHECKOUT (say, a git worktree of an older "
+                             "commit), taking turns on one site and Redis; prints the medians and the ratios")
     parser.add_argument("--crawl", help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--redis", help=argparse.SUPPRESS)
@@ -231,6 +237,8 @@ def main(argv=None) -> int:
         base = f"http://127.0.0.1:{port}"
         server = redis.Redis.from_url(redis_url)
         print(f"site: {pages} pages at {base}; Redis {redis_url}; CONCURRENT_REQUESTS=32; one worker unless said")
+        if args.against:
+            return compare(server, base, redis_url, args.against.resolve(), args.repeat)
         configs = [("memory", 1), ("scrapy-redis", 1), ("crawlhub", 1), ("crawlhub", 2)]
         runs: dict[tuple, list[dict]] = {c: [] for c in configs}
         for round_ in range(args.repeat):
@@ -271,13 +279,32 @@ def main(argv=None) -> int:
     return 0
 
 
-def measure(server, mode: str, workers: int, base: str, redis_url: str) -> dict:
+def compare(server, base: str, redis_url: str, other: Path, repeat: int) -> int:
+    """crawlhub of this tree against crawlhub of another checkout: same site, same Redis, taking turns."""
+    configs = [(ROOT, 1), (other, 1), (ROOT, 2), (other, 2)]
+    runs: dict[tuple, list[float]] = {c: [] for c in configs}
+    for round_ in range(repeat):
+        for root, workers in (configs if round_ % 2 == 0 else configs[::-1]):
+            row = measure(server, "crawlhub", workers, base, redis_url, root)
+            runs[(root, workers)].append(row["pages_per_s"])
+            print(f"round {round_ + 1}  {'this tree' if root == ROOT else str(other):24} x{workers}  "
+                  f"{row['pages_per_s']:7.1f} pages/s, {row['round_trips_per_page']:.2f} round trips/page", flush=True)
+    print()
+    for workers in (1, 2):
+        mine, theirs = (sorted(runs[(r, workers)])[(repeat - 1) // 2] for r in (ROOT, other))
+        print(f"x{workers}: this tree {mine:.1f} pages/s, {other} {theirs:.1f} pages/s: {mine / theirs:.3f}x  "
+              f"(runs: {', '.join(f'{v:.1f}' for v in runs[(ROOT, workers)])} | "
+              f"{', '.join(f'{v:.1f}' for v in runs[(other, workers)])})")
+    return 0
+
+
+def measure(server, mode: str, workers: int, base: str, redis_url: str, root: Path = ROOT) -> dict:
     """One crawl of the whole site in one configuration, on an empty Redis."""
     server.flushall()
     server.config_resetstat()
     if mode == "crawlhub":
         server.lpush(f"{SPIDER}:start_urls", f"{base}/p/0")
-    row = run_crawl(mode, f"{base}/p/0", redis_url, workers)
+    row = run_crawl(mode, f"{base}/p/0", redis_url, workers, root)
     stats = server.info("commandstats")
     row["scripts_per_page"] = sum(v["calls"] for k, v in stats.items() if k in ("cmdstat_evalsha", "cmdstat_eval")) / row["pages"]
     row["commands_per_page"] = sum(v["calls"] for v in stats.values()) / row["pages"]
