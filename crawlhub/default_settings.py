@@ -140,6 +140,8 @@ METRICS_PORT = 0
 METRICS_ADDRESS = "0.0.0.0"
 EXTENSIONS = {
     "crawlhub.extensions.workers.WorkerRegistry": 500,
+    # continuous crawling: one worker at a time queues the pages that are due (crawlhub.revisit)
+    "crawlhub.extensions.refresher.Refresher": 510,
     # no listening ports on workers
     "scrapy.extensions.telnet.TelnetConsole": None,
     "scrapy.extensions.remote_control.RemoteControl": None,
@@ -158,6 +160,8 @@ DOWNLOADER_MIDDLEWARES = {
     # (before Scrapy's DefaultHeaders 400 and UserAgent 500, which only fill gaps)
     "crawlhub.downloadermiddlewares.proxy.ProxyMiddleware": 380,
     "crawlhub.downloadermiddlewares.headers.HeaderProfileMiddleware": 395,
+    # continuous crawling: conditional GET on a revisit, each fetch's news for the URL status store
+    "crawlhub.downloadermiddlewares.revisit.RevisitMiddleware": 540,
     "crawlhub.downloadermiddlewares.retry.FrontierRetryMiddleware": 550,
     # Scrapy's redirects, but too many hops, a loop or a hop off the seed's host end the lease
     "scrapy.downloadermiddlewares.redirect.MetaRefreshMiddleware": None,
@@ -307,6 +311,26 @@ MONGO_CLOSE_TIMEOUT = 20.0
 # Items buffered while MongoDB is down before the worker waits for it.
 MONGO_BUFFER_MAX = 1000
 MONGO_SERVER_SELECTION_TIMEOUT_MS = 10000
+
+# --- Continuous crawling (a spider's `revisit` / `revisit_rules`; docs/revisit.md) ---
+# The URL status store: one document per fetched URL of a revisiting spider.
+STATUS_COLLECTION = "url_status"
+# The change history: when a stored item changes, a record per changed field (key, field,
+# old, new, when, page); "" = none.
+CHANGES_COLLECTION = "changes"
+# Bounds of the adaptive schedule (seconds; a spider's revisit_min / revisit_max win).
+REVISIT_MIN_INTERVAL = 60
+REVISIT_MAX_INTERVAL = 2592000
+# An unchanged page waits (1 + INC) times longer next time, a changed one (1 - DEC) times as long.
+REVISIT_INC_RATE = 0.2
+REVISIT_DEC_RATE = 0.2
+# A queued revisit that never got fetched (lost) is due again after this many seconds.
+REVISIT_REQUEUE_AFTER = 86400
+# How often a worker looks for due pages (only the holder of the refresher lock moves them),
+# how many per batch, and how long the lock outlives a refresher that died.
+REFRESH_INTERVAL = 5.0
+REFRESH_BATCH = 500
+REFRESH_LOCK_TTL = 30.0
 
 # The names the environment overrode (names only: some values are secrets); set by the add-on.
 CRAWLHUB_ENV_OVERRIDES = []

@@ -14,6 +14,10 @@ FIRST_ATTEMPT = "crawlhub_first_attempt"  # time of the first attempt
 EXPIRIES = "crawlhub_expiries"  # times its lease expired (its worker died)
 SAME_PAGE = "crawlhub_same_page"  # this request replaces its lease's (same page, fetched another way)
 
+# -- continuous crawling (crawlhub.revisit) -------------------------------------------------------------
+REVISIT = "revisit"  # set by a spider: this page's revisit interval ("6h", seconds), or False: never again
+STATUS = "crawlhub_status"  # a revisit: what the status store knew (validators, signature, interval, due time)
+
 # -- politeness and robots.txt -----------------------------------------------------------------------
 RESLOT = "crawlhub_reslot"  # this leased request's slot was used by robots.txt; take a new one
 SLOT_TAKEN = "crawlhub_slot_taken"  # this unleased request already has a slot
@@ -38,4 +42,4 @@ PER_DOWNLOAD = ("proxy", "_auth_proxy", "_scheme_proxy", "playwright_context", "
 
 # Meta that belongs to the request a child was made from, not to the child (Scrapy copies
 # meta into follow-ups in some spiders): a new request starts without them.
-PARENT_ONLY = (LEASE, ATTEMPTS, FIRST_ATTEMPT, EXPIRIES)
+PARENT_ONLY = (LEASE, ATTEMPTS, FIRST_ATTEMPT, EXPIRIES, STATUS)

@@ -22,6 +22,7 @@ JSON_SEED_KEYS = {
     "callback": str,
     "cb_kwargs": dict,
     "dont_filter": bool,
+    "sitemap": str,  # instead of "url": a robots.txt, sitemap index or sitemap whose pages feed the crawl
 }
 
 
@@ -40,6 +41,7 @@ class Seed:
     callback: str | None = None
     cb_kwargs: dict = field(default_factory=dict)
     dont_filter: bool = True
+    sitemap: bool = False
 
 
 def check_url(url: str) -> str:
@@ -81,13 +83,17 @@ def parse_seed(raw: bytes | str, max_bytes: int = 8192) -> Seed:
     unknown = sorted(set(data) - set(JSON_SEED_KEYS))
     if unknown:
         raise BadSeed(f"unknown keys {unknown}; allowed: {sorted(JSON_SEED_KEYS)}")
-    if "url" not in data:
-        raise BadSeed("JSON seed has no 'url'")
+    if "url" not in data and "sitemap" not in data:
+        raise BadSeed("JSON seed has no 'url' (or 'sitemap')")
+    if "url" in data and "sitemap" in data:
+        raise BadSeed("JSON seed has both 'url' and 'sitemap': give one")
     for key, value in data.items():
         kind = JSON_SEED_KEYS[key]
         # bool is an int in Python; a priority of true is still a mistake
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
             raise BadSeed(f"'{key}' must be a JSON {kind.__name__}, got {type(value).__name__}")
+    if "sitemap" in data:
+        data["url"], data["sitemap"] = data.pop("sitemap"), True
     data["url"] = check_url(data["url"])
     if "method" in data:
         data["method"] = data["method"].upper()

@@ -36,6 +36,7 @@ from crawlhub.components import frontier_of
 from crawlhub.connection import get_redis
 from crawlhub.frontier.keys import Keys
 from crawlhub.meta import SEED_HOST
+from crawlhub.revisit.sitemaps import SitemapMixin
 from crawlhub.seeds import BadSeed, parse_seed
 
 IDLE_CHECK_GAP = 15.0  # seconds between idle checks beyond which the worker was not running
@@ -47,7 +48,7 @@ def worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-class CrawlhubSpider(Spider):
+class CrawlhubSpider(SitemapMixin, Spider):
     """Base class of every crawlhub spider."""
 
     #: Follow only links on the seed's host (set False to leave the host).
@@ -107,6 +108,8 @@ class CrawlhubSpider(Spider):
         self._configure()
         if not self.shared:
             return
+        for request in self.sitemap_requests(self.sitemap_urls):
+            yield request
         for request in self.next_seed_requests():
             yield request
 
@@ -122,6 +125,9 @@ class CrawlhubSpider(Spider):
     def make_request_from_seed(self, raw: bytes) -> Request:
         self._configure()
         seed = parse_seed(raw, self.seed_max_bytes)
+        if seed.sitemap:
+            self.crawler.stats.inc_value("seeds/accepted")
+            return self.sitemap_request(seed.url, meta=seed.meta, priority=seed.priority)
         callback = None
         if seed.callback:
             callback = getattr(self, seed.callback, None)

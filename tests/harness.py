@@ -71,6 +71,17 @@ def wait_all(workers: list[Worker], timeout: float) -> None:
             worker.kill()
 
 
+def wait_for(predicate, timeout: float, step: float = 0.2):
+    """Poll ``predicate`` until it returns something true (returned) or ``timeout`` passes (its last value)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(step)
+    return predicate()
+
+
 def worker_records(redis_client, spider: str) -> list[dict]:
     return [json.loads(v) for v in redis_client.hgetall(f"{spider}:workers").values()]
 

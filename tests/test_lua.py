@@ -21,7 +21,8 @@ def test_every_script_compiles_with_its_includes(redis_client, name):
 
 
 def test_the_scripts_are_the_ones_on_disk():
-    assert scripts.names() == ["expired", "finish", "move", "proxy_escalate", "proxy_fail", "renew", "reserve", "tick"]
+    assert scripts.names() == ["expired", "finish", "move", "proxy_escalate", "proxy_fail", "refresh", "renew", "reserve",
+                               "tick"]
     tick = scripts.source("tick")
     assert tick.index("local now") < tick.index("local function release") < tick.index("local function policy")
 
@@ -96,3 +97,16 @@ def test_proxy_fail_strikes_cools_down_escalates_and_marks_dead(redis_client):
     redis_client.hdel(cool_key(domain), "dc/p1")
     strikes, until, escalated, dead = fail(args=[json.dumps(args)])
     assert float(dead) > time.time(), "three failures in a row anywhere: dead"
+
+
+def test_refresh_queues_a_due_page_once_per_due_time(redis_client):
+    frontier = frontier_for(redis_client)
+    page = {"fp": "ab12", "due": 1700000000.1234567, "payload": json.dumps({"url": "http://a.test/p"}),
+            "priority": 0, "domain": "a.test"}
+    assert frontier.refresh([page]) == ["ab12"]
+    # a second refresher that read the same due time (the first died before marking the store) queues nothing
+    assert frontier.refresh([page, dict(page, due=1700000000.1234566)]) == []
+    assert redis_client.hget("sp:queued", "a.test") == b"1"
+    assert frontier.refresh([dict(page, due=1700000600.0)]) == ["ab12"], "the next due time queues it again"
+    taken, _ = frontier.lease("w", 60, 10)
+    assert [json.loads(p)["url"] for _, p in taken] == ["http://a.test/p", "http://a.test/p"]

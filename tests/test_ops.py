@@ -18,19 +18,9 @@ from collections import Counter
 import pytest
 
 from crawlhub._utils.urls import domain_of
-from tests.harness import ROOT, cli, queued, seen, start_worker, wait_all
+from tests.harness import ROOT, cli, queued, seen, start_worker, wait_all, wait_for
 from tests.sites.server import refused_port
 from tests.sites.shop import shop_pages
-
-
-def wait_for(predicate, timeout: float, step: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(step)
-    return predicate()
 
 
 def status_json(env, spider="scrapeme") -> dict:

@@ -11,6 +11,7 @@ crawlhub.proxies, crawlhub.profiles, crawlhub.services):
     control.py        seed, bad-seeds, pause, resume, budget, reset
     dlq.py            dlq list | show | requeue | purge
     limits.py         limits set | clear | show
+    revisit.py        recrawl, schedule (continuous crawling)
     antiblocking.py   proxies [reset], profiles list | check | capture
 """
 
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import click
 
-from crawlhub.cli import antiblocking, control, dlq, limits, services, watch
+from crawlhub.cli import antiblocking, control, dlq, limits, revisit, services, watch
 from crawlhub.cli._common import known_spiders
 from crawlhub.ops import spider_keys
 
@@ -30,8 +31,8 @@ def main() -> None:
     """crawlhub: a distributed Scrapy crawl on one Redis frontier."""
 
 
-for command in (services.group, *watch.COMMANDS, *control.COMMANDS, antiblocking.proxies, antiblocking.profiles,
-                dlq.group, limits.group):
+for command in (services.group, *watch.COMMANDS, *control.COMMANDS, *revisit.COMMANDS, antiblocking.proxies,
+                antiblocking.profiles, dlq.group, limits.group):
     main.add_command(command)
 
 

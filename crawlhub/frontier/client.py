@@ -104,6 +104,8 @@ class FrontierClient:
         self.redis_back_at = float("-inf")  # monotonic time Redis answered again after an outage (none yet)
         self.on_redis_back: list[Callable[[], None]] = []  # run when Redis answers again
         self.on_store_drained: list[Callable[[], None]] = []  # run when the store's buffer has room again
+        # the cold side: what fetches tell the URL status store (crawlhub.revisit), written by the store's flush
+        self.status_updates: list[Any] = []
 
     def open(self, spider: Spider) -> None:
         settings = self.settings
@@ -273,6 +275,17 @@ class FrontierClient:
     def flush_failed(self, lease_ids: list[str]) -> None:
         self.leases.put_back(lease_ids)
 
+    def record_status(self, update: Any) -> None:
+        """A fetch's news for the URL status store, written with the store's next flush."""
+        self.status_updates.append(update)
+
+    def take_status_updates(self) -> list[Any]:
+        updates, self.status_updates = self.status_updates, []
+        return updates
+
+    def status_updates_failed(self, updates: list[Any]) -> None:
+        self.status_updates[:0] = updates
+
     def store_backlog(self, full: bool) -> None:
         """The store's buffer is full (take no new requests) or has drained."""
         self.store_full = full
@@ -291,6 +304,8 @@ class FrontierClient:
             else:
                 self.leases.pop(lease_id)
                 done.append(lease_id)
+                if lease is not None and lease.after_store is not None:
+                    self.record_status(lease.after_store)  # its items are stored: the store's next flush
         self.ack(done)
 
     def ack(self, lease_ids: list[str]) -> None:

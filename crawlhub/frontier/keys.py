@@ -97,6 +97,8 @@ class Keys:
     stats_totals: str  # crawlhub.stats: counters of the whole crawl
     stats_minutes: str  # prefix: <stats_minutes>:<minute> per-minute counters
     log: str  # the audit log (a stream)
+    revisits: str  # hash: fingerprint -> the due time the refresher last moved it for (exactly once per due time)
+    refresher: str  # lock: the one worker moving due URLs into the frontier
 
     @classmethod
     def for_spider(cls, settings: BaseSettings, spider: str) -> Keys:
@@ -125,6 +127,8 @@ class Keys:
             stats_totals=f"{spider}:stats:totals",
             stats_minutes=f"{spider}:stats:m",
             log=f"{spider}:log",
+            revisits=f"{spider}:revisits",
+            refresher=f"{spider}:refresher",
         )
 
     def minute(self, minute: int) -> str:

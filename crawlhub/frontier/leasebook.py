@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from scrapy import Request
 
@@ -29,6 +30,8 @@ class Lease:
     downloading: bool = True  # holds one of its domain's concurrency slots
     output_done: bool = False
     error: str | None = None  # the callback raised: the lease ends in the DLQ
+    # a revisit: what the status store must do once the page's items are stored (crawlhub.revisit.store.GoneCheck)
+    after_store: Any = None
 
     @property
     def done(self) -> bool:

@@ -24,6 +24,8 @@ may next be asked (docs/politeness.md, docs/frontier.md).
               workers race to end it.
     renew     push live leases' deadlines forward (heartbeat)
     expired   the leases past their deadline (their worker died)
+    refresh   due pages from the status store into their domains' queues,
+              exactly once per due time (crawlhub.revisit)
 
 Time is Redis's own clock (TIME), so workers' clocks do not matter. This
 class holds no state of a worker's: :class:`crawlhub.frontier.client.FrontierClient` does.
@@ -80,6 +82,7 @@ class FrontierOps:
         self._move = server.register_script(source("move"))
         self._renew = server.register_script(source("renew"))
         self._expired = server.register_script(source("expired"))
+        self._refresh = server.register_script(source("refresh"))
 
     # -- the one call a worker makes per round -------------------------------------------------
     def tick(self, enqueues: Iterable[EnqueueOp] = (), finishes: Iterable[Finish] = (), acks: Iterable[str] = (),
@@ -120,6 +123,13 @@ class FrontierOps:
 
     def _move_to(self, lease_id: str, kind: str, number: float, member: bytes | str) -> bool:
         return bool(self._move(args=[self._ctx_json, lease_id, kind, number, member, ""]))
+
+    def refresh(self, pages: list[dict[str, Any]]) -> list[str]:
+        """Queue due pages ({fp, due, payload, priority, domain}) exactly once per due time; the fingerprints queued."""
+        if not pages:
+            return []
+        args = {"ctx": self.ctx, "revisits": self.keys.revisits, "pages": pages}
+        return [text(fp) for fp in self._refresh(args=[json.dumps(args, separators=(",", ":"), ensure_ascii=False)])]
 
     def renew(self, lease_ids: Iterable[str], ttl: float) -> list[str]:
         """Push the leases' deadlines forward; returns those that were gone (lost)."""

@@ -55,6 +55,7 @@ from crawlhub.connection import get_mongo
 from crawlhub.frontier.client import FrontierClient
 from crawlhub.items import VOLATILE_FIELDS, ItemMeta, item_meta
 from crawlhub.pipelines.validate import InvalidItem
+from crawlhub.revisit.store import GoneCheck, StatusStore
 
 logger = logging.getLogger(__name__)
 
@@ -75,10 +76,13 @@ def key_filter(meta: ItemMeta, doc: dict) -> dict:
 class MongoWriter:
     """The synchronous part: runs in a thread, knows nothing of Scrapy."""
 
-    def __init__(self, db, quarantine: str, spider: str | None = None):
+    def __init__(self, db, quarantine: str, spider: str | None = None, status_collection: str = "url_status",
+                 changes_collection: str = "changes"):
         self.db = db
         self.quarantine = quarantine
         self.spider = spider
+        self.status_collection = status_collection
+        self.changes_collection = changes_collection  # "" = no change history
         self.indexed: set[str] = set()
 
     def ensure_index(self, meta: ItemMeta) -> None:
@@ -90,7 +94,7 @@ class MongoWriter:
         self.db[meta.collection].create_index("spiders", name="spiders")  # `crawlhub status`, export
         self.indexed.add(meta.collection)
 
-    def write(self, batch: list[tuple[ItemMeta, dict]], quarantined: list[dict]) -> dict:
+    def write(self, batch: list[tuple[ItemMeta, dict]], quarantined: list[dict], statuses: list | None = None) -> dict:
         counts: dict[str, int] = defaultdict(int)
         groups: dict[str, tuple[ItemMeta, dict]] = defaultdict(dict)
         for meta, doc in batch:
@@ -117,7 +121,22 @@ class MongoWriter:
             self.db[self.quarantine].insert_many(quarantined, ordered=False)
             counts["quarantined"] += len(quarantined)
             counts["refused"] += len(refused)
+        if statuses:  # the URL status store (crawlhub.revisit), after the items: one bulk write per flush
+            checks = [s for s in statuses if isinstance(s, GoneCheck)]
+            counts["status_updates"] += StatusStore(self.db[self.status_collection]).write(
+                [s for s in statuses if not isinstance(s, GoneCheck)])
+            now = datetime.now(timezone.utc)
+            for check in checks:  # in the item collections this worker stores to
+                for collection in sorted(self.indexed):
+                    counts["gone"] += check.mark(self.db[collection], now)
         return dict(counts)
+
+    def changed_fields(self, collection: str, key: dict, before: dict, after: dict, now: datetime) -> list[dict]:
+        """The change history of one updated item: a record per field whose value moved."""
+        skip = {*VOLATILE_FIELDS, "_id", "content_hash", "first_seen", "last_seen", "spiders", "gone_at"}
+        return [{"collection": collection, "key": key, "field": name, "old": before.get(name), "new": after.get(name),
+                 "at": now, "url": after.get("source_url"), "spider": self.spider}
+                for name in sorted((set(before) | set(after)) - skip) if before.get(name) != after.get(name)]
 
     @staticmethod
     def _unstorable(doc: dict) -> str:
@@ -152,10 +171,12 @@ class MongoWriter:
         self.ensure_index(meta)
         coll = self.db[collection]
         filters = [key_filter(meta, doc) for _, doc in items]
-        existing = {
-            tuple(str(found.get(n)) for n in meta.key_fields): found.get("content_hash")
-            for found in coll.find({"$or": filters}, dict.fromkeys((*meta.key_fields, "content_hash"), 1))
-        }
+        # the stored documents (whole when the change history needs their old values)
+        projection = None if self.changes_collection else dict.fromkeys((*meta.key_fields, "content_hash"), 1)
+        stored = {tuple(str(found.get(n)) for n in meta.key_fields): found
+                  for found in coll.find({"$or": filters}, projection)}
+        existing = {key: found.get("content_hash") for key, found in stored.items()}
+        changes: list[tuple[int, list[dict]]] = []  # per updated op: what changed
         now = datetime.now(timezone.utc)
         spiders = {"$addToSet": {"spiders": self.spider}} if self.spider else {}  # which spiders stored it
         ops = []
@@ -163,12 +184,16 @@ class MongoWriter:
             digest = content_hash(doc)
             old = existing.get(tuple(str(v) for v in flt.values()), None)
             if old == digest:
-                ops.append(UpdateOne(flt, {"$set": {"last_seen": now}, **spiders}))
+                ops.append(UpdateOne(flt, {"$set": {"last_seen": now}, "$unset": {"gone_at": ""}, **spiders}))
                 kinds.append("unchanged")
             else:
                 fields = {**doc, "content_hash": digest, "last_seen": now}
-                ops.append(UpdateOne(flt, {"$set": fields, "$setOnInsert": {"first_seen": now}, **spiders}, upsert=True))
+                ops.append(UpdateOne(flt, {"$set": fields, "$unset": {"gone_at": ""}, "$setOnInsert": {"first_seen": now},
+                                           **spiders}, upsert=True))
                 kinds.append("updated" if old else "inserted")
+                if old and self.changes_collection:
+                    before = stored[tuple(str(v) for v in flt.values())]
+                    changes.append((len(ops) - 1, self.changed_fields(collection, flt, before, doc, now)))
         try:
             coll.bulk_write(ops, ordered=False)
         except BulkWriteError as exc:
@@ -187,6 +212,10 @@ class MongoWriter:
         for index, kind in enumerate(kinds):
             if index not in failed:
                 counts[kind] += 1
+        history = [record for index, records in changes if index not in failed for record in records]
+        if history:
+            self.db[self.changes_collection].insert_many(history, ordered=False)
+            counts["changes"] += len(history)
         return [self.refusal(meta, items[e["index"]][1], f"MongoDB refused it: {e.get('errmsg', e)}"[:500])
                 for e in refused]
 
@@ -240,7 +269,9 @@ class MongoPipeline:
     async def open_spider(self):
         self.client = get_mongo(self.crawler.settings)
         self.writer = MongoWriter(self.client[self.database], self.quarantine_name,
-                                  self.crawler.spider.name if self.crawler.spider else None)
+                                  self.crawler.spider.name if self.crawler.spider else None,
+                                  self.crawler.settings.get("STATUS_COLLECTION", "url_status"),
+                                  self.crawler.settings.get("CHANGES_COLLECTION", "changes"))
         logger.info(
             "Storing items in MongoDB %s, database %r",
             redact_url(services.mongo_uri(self.crawler.settings)), self.database,
@@ -309,7 +340,12 @@ class MongoPipeline:
         asked for meanwhile (by items, the timer) return False at once instead of each waiting
         for MongoDB's server selection in turn. ``force`` (at close) tries anyway.
         """
-        return await maybe_deferred_to_future(self.lock.run(lambda: deferred_from_coro(self._flush(force))))
+        done = await maybe_deferred_to_future(self.lock.run(lambda: deferred_from_coro(self._flush(force))))
+        frontier = frontier_of(self.crawler)
+        if done and force and frontier is not None and frontier.status_updates:
+            # at close: what the leases this flush ended still have for the status store (a revisit's gone items)
+            done = await maybe_deferred_to_future(self.lock.run(lambda: deferred_from_coro(self._flush(force))))
+        return done
 
     def _leases(self) -> tuple[FrontierClient | None, list[str]]:
         """The frontier, and the leases this flush covers (every page done before it began)."""
@@ -320,7 +356,8 @@ class MongoPipeline:
         if self.failures and not force and time.monotonic() < self.retry_at:
             return False
         frontier, leases = self._leases()
-        if not self.buffer and not self.quarantined:
+        statuses = frontier.take_status_updates() if frontier is not None else []
+        if not self.buffer and not self.quarantined and not statuses:
             if frontier is not None and leases:  # their items were written by earlier flushes
                 frontier.flush_succeeded(leases)
             return True
@@ -328,10 +365,11 @@ class MongoPipeline:
         batch, quarantined = list(self.buffer), list(self.quarantined)
         started = time.monotonic()
         try:
-            counts = await maybe_deferred_to_future(threads.deferToThread(self.writer.write, batch, quarantined))
+            counts = await maybe_deferred_to_future(threads.deferToThread(self.writer.write, batch, quarantined, statuses))
         except Exception as exc:  # noqa: BLE001 - MongoDB down, or anything else: keep the batch, never die
             if frontier is not None:
                 frontier.flush_failed(leases)
+                frontier.status_updates_failed(statuses)
             self.failures += 1
             self.last_error = f"{type(exc).__name__}: {str(exc)[:300]}"
             self.retry_at = time.monotonic() + min(0.5 * 2 ** (self.failures - 1), 30.0)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import hashlib
 import http.client
 import random
 import select
@@ -17,6 +18,7 @@ import ssl
 import threading
 import time
 from dataclasses import dataclass, field
+from email.utils import formatdate, parsedate_to_datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -110,6 +112,9 @@ class LocalSite:
     handler: object = None
     hits: list[Hit] = field(default_factory=list)
     tls: bool = False  # serve HTTPS with a self-signed certificate
+    # 200 pages carry an ETag and a Last-Modified (when the page last changed) and a matching
+    # If-None-Match / If-Modified-Since gets a 304
+    conditional: bool = False
 
     def __post_init__(self):
         self._lock = threading.Lock()
@@ -117,6 +122,7 @@ class LocalSite:
         self.active = 0  # requests being served right now
         self.max_active = 0
         self._current = threading.local()
+        self._versions: dict[str, tuple[str, float]] = {}  # path -> (ETag, time it last changed)
 
     def request_header(self, name: str, default: str = "") -> str:
         """A header of the request being answered (for a ``handler``)."""
@@ -188,7 +194,30 @@ class LocalSite:
             else:
                 answer = page
         status, ctype, body, headers = answer
-        return status, ctype, body.encode("utf-8") if isinstance(body, str) else body, headers
+        data = body.encode("utf-8") if isinstance(body, str) else body
+        if self.conditional and status == 200:
+            return self._conditional(path, ctype, data, headers)
+        return status, ctype, data, headers
+
+    def _conditional(self, path: str, ctype: str, data: bytes, headers: dict) -> tuple[int, str, bytes, dict]:
+        etag = '"' + hashlib.sha1(data).hexdigest()[:16] + '"'
+        with self._lock:
+            known = self._versions.get(path)
+            if known is None or known[0] != etag:
+                known = self._versions[path] = (etag, float(int(time.time())))
+        validators = {"ETag": etag, "Last-Modified": formatdate(known[1], usegmt=True)}
+        if_none_match = self.request_header("If-None-Match")
+        if_modified_since = self.request_header("If-Modified-Since")
+        if if_none_match:
+            fresh = etag in [v.strip() for v in if_none_match.split(",")]
+        elif if_modified_since:
+            since = parsedate_to_datetime(if_modified_since)
+            fresh = since is not None and since.timestamp() >= known[1]
+        else:
+            fresh = False
+        if fresh:
+            return 304, ctype, b"", {**headers, **validators}
+        return 200, ctype, data, {**headers, **validators}
 
     # -- access log ---------------------------------------------------------
     def fetched(self, prefix: str = "/") -> list[str]:

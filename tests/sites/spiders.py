@@ -9,6 +9,7 @@ from scrapy_redis.spiders import RedisSpider
 
 from crawlhub.items import Page
 from crawlhub.spider import CrawlhubSpider
+from spiders.scrapeme import ScrapemeSpider
 
 
 class LambdaSpider(CrawlhubSpider):
@@ -80,3 +81,26 @@ class BookSpider(CrawlhubSpider):
             yield Book(isbn=li.attrib["data-isbn"], title=li.css("h3::text").get(), price=li.css(".price::text").get(),
                        url=li.css("a::attr(href)").get(), cover=li.css("img::attr(src)").get(), source_url=response.url)
         yield from self.follow_links(response, response.css("a.next::attr(href)").getall())
+
+
+class ShopRevisitSpider(ScrapemeSpider):
+    """The shop spider, revisiting every listing page (short intervals: a test's)."""
+
+    name = "t_revisit"
+    revisit = "4s"
+    revisit_min = "3.5s"
+    revisit_max = "4.5s"
+
+
+class SitemapShopSpider(CrawlhubSpider):
+    """Products found through robots.txt -> a sitemap index -> gzipped sitemaps; re-read every 2 s."""
+
+    name = "t_sitemap"
+    sitemap_rules = ((r"/product/", "parse_product"),)
+    sitemap_revisit = "2s"
+    revisit_rules = {r"/product/": "1h"}
+    revisit_min = "1s"
+
+    def parse_product(self, response):
+        yield Page(url=response.url, title=response.css("title::text").get(), status=response.status,
+                   source_url=response.url)

@@ -1,0 +1,63 @@
+"""``crawlhub recrawl`` and ``crawlhub schedule``: continuous crawling's URL status store (docs/revisit.md)."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from crawlhub.cli._common import BadInput, ServiceDown, check_spider, settings
+from crawlhub.revisit.policy import BadDuration, parse_duration
+from crawlhub.revisit.store import StatusStore
+
+
+def _store() -> StatusStore:
+    from pymongo.errors import PyMongoError
+
+    from crawlhub.connection import get_mongo
+
+    current = settings()
+    client = get_mongo(current, server_selection_timeout_ms=3000)
+    try:
+        client.admin.command("ping")
+    except PyMongoError as exc:
+        raise ServiceDown(f"cannot reach MongoDB: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}") from None
+    return StatusStore(client[current.get("MONGO_DATABASE")][current.get("STATUS_COLLECTION")])
+
+
+@click.command()
+@click.argument("spider", callback=check_spider)
+@click.option("--all", "everything", is_flag=True, help="Every stored page of SPIDER.")
+@click.option("--prefix", help="Pages whose URL starts with this.")
+@click.option("--older-than", help="Pages last fetched longer ago than this (90s, 15m, 6h, 2d).")
+def recrawl(spider: str, everything: bool, prefix: str | None, older_than: str | None) -> None:
+    """Make SPIDER's stored pages due now (all, under a URL prefix, or not fetched for a while)."""
+    if not (everything or prefix or older_than):
+        raise click.UsageError("say which pages: --all, --prefix URL or --older-than DURATION")
+    try:
+        age = parse_duration(older_than) if older_than else None
+    except BadDuration as exc:
+        raise BadInput(str(exc)) from None
+    made = _store().make_due(spider, prefix=prefix, older_than=age)
+    click.echo(f"{made} page(s) of {spider} due now; the refresher queues them within REFRESH_INTERVAL")
+
+
+@click.command()
+@click.argument("spider", callback=check_spider)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def schedule(spider: str, as_json: bool) -> None:
+    """SPIDER's revisit schedule: pages due now, in the next hour and day; freshness; changes and unchanged fetches."""
+    data = _store().schedule(spider)
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+        return
+    age = data["age_seconds"]
+    click.echo(f"{spider}: {data['urls']} pages in the status store")
+    click.echo(f"  due now {data['due_now']}, in the next hour {data['due_next_hour']}, "
+               f"in the next day {data['due_next_day']}")
+    if data["urls"]:
+        click.echo(f"  age of the last fetch: median {age['p50']:g}s, 90% under {age['p90']:g}s, oldest {age['max']:g}s")
+    click.echo(f"  {data['fetches']} fetches: {data['changes']} found a change, {data['unchanged']} found none")
+
+
+COMMANDS = (recrawl, schedule)

@@ -1,0 +1,126 @@
+"""Continuous crawling on real workers: pages come back when due, conditional GET, the status store."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from tests.harness import cli, start_worker, wait_for
+from tests.sites.shop import product_price, shop_pages
+
+SPIDERS = "spiders,tests.sites.spiders"
+
+
+def wait_until(check, timeout: float, what: str):
+    value = wait_for(check, timeout, step=0.1)
+    assert value, f"timed out after {timeout}s waiting for {what}"
+    return value
+
+
+def test_due_pages_come_back_once_each_with_conditional_get(env, site, redis_client, mongo_db, tmp_path):
+    pages = shop_pages(48, 8)  # /shop/ and /shop/page/2/ .. /shop/page/6/
+    listing = sorted({p for p in pages if p != "/shop/page/1/"})
+    shop = site(pages, conditional=True)
+    env = {**env, "SPIDER_MODULES": SPIDERS, "MAX_IDLE_TIME_BEFORE_CLOSE": "0", "REFRESH_INTERVAL": "0.3"}
+    redis_client.lpush("t_revisit:start_urls", f"{shop.url}/shop/")
+    workers = [start_worker("t_revisit", env, tmp_path, f"w{i}") for i in range(3)]
+
+    def fetches(status=None):
+        return [h for h in shop.hits if h.path in listing and (status is None or h.status == status)]
+
+    try:
+        wait_until(lambda: {h.path for h in fetches()} == set(listing), 60, "the first cycle")
+        first_cycle = {h.path: h.at for h in fetches()}
+        wait_until(lambda: mongo_db.products.count_documents({}) == 48
+                   and mongo_db.url_status.count_documents({}) == len(listing), 30, "the first cycle stored")
+        first = {d["id"]: d for d in mongo_db.products.find()}
+        assert len(first_cycle) == len(fetches()), "the first cycle fetched each page once"
+        # version 2 of the shop: a price on page 2 moves; on page 3 a product is replaced by a new one
+        new_price = "99.99"
+        pages["/shop/page/2/"] = pages["/shop/page/2/"].replace(f"</span>{product_price(10)}</span>",
+                                                                f"</span>{new_price}</span>")
+        pages["/shop/page/3/"] = pages["/shop/page/3/"].replace('data-product_id="720"', 'data-product_id="999"')
+        wait_until(lambda: len(fetches()) == 2 * len(listing), 60, "every page fetched a second time")
+    finally:
+        for worker in workers:
+            worker.proc.terminate()
+        for worker in workers:
+            worker.wait(30)
+    second_cycle = [h for h in fetches() if h.arrived > first_cycle[h.path]]
+    assert sorted(h.path for h in second_cycle) == listing, "exactly the due pages, once each"
+    for hit in second_cycle:
+        assert hit.arrived - first_cycle[hit.path] >= 4.0 - 0.2, f"{hit.path} fetched again before it was due"
+    changed = {"/shop/page/2/", "/shop/page/3/"}
+    assert {h.path for h in second_cycle if h.status == 304} == set(listing) - changed, "the unchanged pages: 304"
+    assert {h.path for h in second_cycle if h.status == 200} == changed
+    assert all(("If-None-Match" in dict(h.headers)) for h in second_cycle), "a revisit asks conditionally"
+
+    second = {d["id"]: d for d in mongo_db.products.find()}
+    assert second["710"]["price"] == new_price, "MongoDB holds the new price"
+    assert "999" in second, "the new product is stored"
+    assert [i for i, d in second.items() if d.get("gone_at")] == ["720"], "the removed product is marked gone, kept"
+    unparsed = [i for i, d in first.items() if d["source_url"].endswith(("/shop/", "/4/", "/5/", "/6/"))]
+    assert all(second[i]["last_seen"] == first[i]["last_seen"] for i in unparsed), "a 304 is not parsed"
+    history = [{k: c[k] for k in ("collection", "field", "old", "new")} | {"id": c["key"]["id"]}
+               for c in mongo_db.changes.find()]
+    assert history == [{"collection": "products", "field": "price", "old": product_price(10), "new": new_price,
+                        "id": "710"}], "the history holds exactly the changed price, old and new"
+
+    status = {d["url"].removeprefix(shop.url): d for d in mongo_db.url_status.find({"spider": "t_revisit"})}
+    assert set(status) == set(listing)
+    for path, doc in status.items():
+        assert doc["fetches"] == 2
+        if path in changed:  # a changed page comes back sooner: 4 s x 0.8, raised to revisit_min
+            assert (doc["changes"], doc.get("unchanged", 0), doc["interval"]) == (1, 0, 3.5)
+        else:  # unchanged: 4 s x 1.2, capped at revisit_max
+            assert (doc.get("changes", 0), doc["unchanged"], doc["interval"]) == (0, 1, 4.5)
+            assert doc["last_status"] == 304 and doc["etag"]
+        assert abs(doc["next_fetch"] - (doc["last_fetch"] + doc["interval"])) < 0.01
+
+    schedule = json.loads(cli(env, "schedule", "t_revisit", "--json").stdout)
+    assert (schedule["urls"], schedule["fetches"], schedule["changes"], schedule["unchanged"]) == (6, 12, 2, 4)
+    assert "0 page(s) of t_revisit due now" in cli(env, "recrawl", "t_revisit", "--older-than", "1h").stdout
+    assert cli(env, "recrawl", "t_revisit", "--all").returncode == 0
+    assert json.loads(cli(env, "schedule", "t_revisit", "--json").stdout)["due_now"] == 6
+    assert cli(env, "recrawl", "t_revisit").returncode == 2, "no pages named: a usage error"
+
+
+def test_sitemaps_feed_the_crawl_and_a_newer_lastmod_makes_a_page_due(env, site, redis_client, mongo_db, tmp_path):
+    from datetime import datetime, timezone
+
+    from tests.sites.sitemaps import sitemap_site
+
+    products = [f"/product/{i}/" for i in range(10)]
+    lastmods = dict.fromkeys(products, "2026-01-01")
+    shop = site({}, conditional=True)
+    shop.pages.update(sitemap_site(shop.url, lastmods))
+    env = {**env, "SPIDER_MODULES": SPIDERS, "MAX_IDLE_TIME_BEFORE_CLOSE": "0", "REFRESH_INTERVAL": "0.3"}
+    redis_client.lpush("t_sitemap:start_urls", json.dumps({"sitemap": f"{shop.url}/robots.txt"}))
+    workers = [start_worker("t_sitemap", env, tmp_path, f"w{i}") for i in range(2)]
+
+    def product_hits():
+        return [h for h in shop.hits if h.path.startswith("/product/")]
+
+    try:
+        wait_until(lambda: {h.path for h in product_hits()} == set(products), 60, "every listed product")
+        wait_until(lambda: mongo_db.url_status.count_documents({"url": {"$regex": "/product/"}}) == 10, 30,
+                   "the products in the status store")
+        first_pass = len(product_hits())
+        moved = ["/product/1/", "/product/3/", "/product/7/"]  # two in sitemap 1, one in sitemap 2
+        time.sleep(1.1)  # a lastmod has whole seconds: after the first pass's last fetch
+        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        shop.pages.update(sitemap_site(shop.url, {**lastmods, **dict.fromkeys(moved, now)}))
+        wait_until(lambda: len(product_hits()) >= first_pass + 3, 60, "the three moved products fetched again")
+        time.sleep(3)  # the sitemaps are read again meanwhile: nothing else may come back
+    finally:
+        for worker in workers:
+            worker.proc.terminate()
+        for worker in workers:
+            worker.wait(30)
+    hits = product_hits()
+    assert first_pass == 10 and sorted(h.path for h in hits[:first_pass]) == sorted(products), \
+        "the first pass fetched exactly the listed URLs (not /product/unlisted/)"
+    assert sorted(h.path for h in hits[first_pass:]) == sorted(moved), "a pass fetches exactly the three moved"
+    assert all(h.status == 304 for h in hits[first_pass:]), "asked conditionally: the pages themselves did not change"
+    sitemap_reads = [h for h in shop.hits if h.path == "/sitemap2.xml.gz"]
+    assert len(sitemap_reads) >= 3 and {h.status for h in sitemap_reads} >= {200, 304}, "sitemaps are revisited"
