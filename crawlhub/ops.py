@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import json
 import time
+from datetime import timezone
 
 from crawlhub.frontier.keys import Keys
 from crawlhub.frontier.keys import spider_keys as spider_keys_of
@@ -85,12 +86,17 @@ def item_counts(settings, spider: str, items_scraped: int) -> dict:
         stored = {name: n for name in names if name != quarantine and not name.startswith(("system.", "_"))
                   and (n := db[name].count_documents({"spiders": spider}))}
         quarantined = db[quarantine].count_documents({"spider": spider}) if quarantine in names else 0
+        status_name = settings.get("STATUS_COLLECTION", "url_status")
+        revisit = None
+        if status_name in names and (pages := db[status_name].count_documents({"spider": spider})):
+            due = db[status_name].count_documents({"spider": spider, "next_fetch": {"$lte": time.time()}})
+            revisit = {"pages": pages, "due_now": due, "fresh": pages - due}
         client.close()
     except Exception as exc:  # pymongo's errors, or the embedded server not starting: shown, not fatal
         return {"error": f"MongoDB unavailable: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"}
     checked = items_scraped + quarantined
     return {"database": settings.get("MONGO_DATABASE"), "stored": stored, "quarantined": quarantined,
-            "valid_share": round(items_scraped / checked, 4) if checked else None}
+            "valid_share": round(items_scraped / checked, 4) if checked else None, "revisit": revisit}
 
 
 def cluster_status(server, settings, spider: str, with_items: bool = True) -> dict:
@@ -191,6 +197,10 @@ def format_status(data: dict) -> list[str]:
             stored = ", ".join(f"{k}={v}" for k, v in items["stored"].items()) or "none"
             lines.append(f"items: {t['items']} scraped since the last reset; in database {items['database']!r}, "
                          f"stored by this spider: {stored}; quarantined {items['quarantined']} ({share})")
+            if items.get("revisit"):
+                r = items["revisit"]
+                lines.append(f"revisits: {r['pages']} pages in the status store, {r['due_now']} due now, "
+                             f"{r['fresh']} fresh (`crawlhub schedule {data['spider']}`)")
     if data["budget"]:
         lines.append(f"budget: {data['budget_used']} of {data['budget']} requests taken")
     if data["domains"]:
@@ -311,7 +321,43 @@ def report_series(server, spider: str) -> list[dict]:
 
 
 def report_data(server, settings, spider: str) -> dict:
-    return {"status": cluster_status(server, settings, spider), "series": report_series(server, spider)}
+    return {"status": cluster_status(server, settings, spider), "series": report_series(server, spider),
+            "revisit": revisit_report(settings, spider)}
+
+
+FRESHNESS = ((3600, "< 1 h"), (6 * 3600, "1-6 h"), (86400, "6-24 h"), (7 * 86400, "1-7 days"), (float("inf"), "> 7 days"))
+
+
+def revisit_report(settings, spider: str, now: float | None = None) -> dict | None:
+    """Continuous crawling, for the report: pages per age of their last fetch, and changes over time (None: one-shot)."""
+    from crawlhub.connection import get_mongo
+
+    now = time.time() if now is None else now
+    settings = settings.copy()
+    settings.set("MONGO_SERVER_SELECTION_TIMEOUT_MS", 3000)
+    try:
+        client = get_mongo(settings)
+        db = client[settings.get("MONGO_DATABASE")]
+        fetched = [d.get("last_fetch", now) for d in db[settings.get("STATUS_COLLECTION", "url_status")].find(
+            {"spider": spider}, {"last_fetch": 1})]
+        changes_name = settings.get("CHANGES_COLLECTION")
+        changed = [d["at"].replace(tzinfo=timezone.utc).timestamp() for d in db[changes_name].find(
+            {"spider": spider}, {"at": 1})] if changes_name else []
+        client.close()
+    except Exception:  # noqa: BLE001 - the report shows what it can
+        return None
+    if not fetched:
+        return None
+    freshness = dict.fromkeys((label for _, label in FRESHNESS), 0)
+    for last in fetched:
+        freshness[next(label for bound, label in FRESHNESS if now - last < bound)] += 1
+    span = (max(changed) - min(changed)) if changed else 0
+    bucket = 3600 if span < 2 * 86400 else 86400
+    per_bucket: dict[int, int] = {}
+    for at in changed:
+        per_bucket[int(at // bucket)] = per_bucket.get(int(at // bucket), 0) + 1
+    return {"freshness": freshness, "changes": [{"at": b * bucket, "seconds": bucket, "changes": n}
+                                                for b, n in sorted(per_bucket.items())]}
 
 
 TOP = 26  # room above the plot for the legend
@@ -452,8 +498,23 @@ text-align:right}} td:first-child,th:first-child{{text-align:left}}</style></hea
 {bar_chart("items-per-collection", f"Items per collection (this spider's{', database ' + db if db else ''})",
            collections, {"stored": "#16a34a", "quarantined": "#dc2626"})}
 {table(["collection", "documents"], [[name, next(iter(v.values()))] for name, v in collections])}
+{_revisit_section(data.get("revisit"))}
 </body></html>
 """
+
+
+def _revisit_section(revisit: dict | None) -> str:
+    """Freshness and changes over time (continuous crawling only)."""
+    if not revisit:
+        return ""
+    fresh = [(label, {"pages": n}) for label, n in revisit["freshness"].items()]
+    changes = revisit["changes"]
+    fmt = "%Y-%m-%d %H:00" if changes and changes[0]["seconds"] < 86400 else "%Y-%m-%d"
+    points = [(time.strftime(fmt, time.localtime(c["at"])), float(c["changes"])) for c in changes]
+    per = _span_label(changes[0]["seconds"]) if changes else "hour"
+    return (bar_chart("freshness", "Freshness: pages per age of their last fetch", fresh, {"pages": "#2563eb"})
+            + table(["age of the last fetch", "pages"], [[label, v["pages"]] for label, v in fresh])
+            + line_chart("changes-over-time", f"Changed item fields per {per}", points))
 
 
 def _ms_bound(value) -> str:

@@ -77,6 +77,14 @@ def test_due_pages_come_back_once_each_with_conditional_get(env, site, redis_cli
             assert doc["last_status"] == 304 and doc["etag"]
         assert abs(doc["next_fetch"] - (doc["last_fetch"] + doc["interval"])) < 0.01
 
+    status = json.loads(cli(env, "status", "t_revisit", "--json").stdout)["items"]["revisit"]
+    assert status["pages"] == 6 and status["due_now"] + status["fresh"] == 6
+    assert "revisits: 6 pages in the status store" in cli(env, "status", "t_revisit").stdout
+    report = tmp_path / "report.html"
+    assert cli(env, "report", "t_revisit", "--html", str(report)).returncode == 0
+    page = report.read_text()
+    assert 'id="freshness"' in page and "<td>&lt; 1 h</td><td>6</td>" in page, "six pages fetched within the hour"
+    assert 'id="changes-over-time"' in page and "<title>" in page.split('id="changes-over-time"')[1]
     schedule = json.loads(cli(env, "schedule", "t_revisit", "--json").stdout)
     assert (schedule["urls"], schedule["fetches"], schedule["changes"], schedule["unchanged"]) == (6, 12, 2, 4)
     assert "0 page(s) of t_revisit due now" in cli(env, "recrawl", "t_revisit", "--older-than", "1h").stdout
@@ -124,3 +132,49 @@ def test_sitemaps_feed_the_crawl_and_a_newer_lastmod_makes_a_page_due(env, site,
     assert all(h.status == 304 for h in hits[first_pass:]), "asked conditionally: the pages themselves did not change"
     sitemap_reads = [h for h in shop.hits if h.path == "/sitemap2.xml.gz"]
     assert len(sitemap_reads) >= 3 and {h.status for h in sitemap_reads} >= {200, 304}, "sitemaps are revisited"
+
+
+def test_a_refresher_killed_mid_batch_loses_and_repeats_nothing(env, site, redis_client, mongo_db, tmp_path):
+    import os
+    import signal
+
+    paths = [f"/p/{i}/" for i in range(60)]
+    pages = {"/": "<html><body>" + "".join(f'<a href="{p}">{p}</a>' for p in paths) + "</body></html>"}
+    pages.update({p: f"<html><head><title>{p}</title></head><body>{p}</body></html>" for p in paths})
+    shop = site(pages)
+    every = ["/", *paths]
+    env = {**env, "SPIDER_MODULES": SPIDERS, "MAX_IDLE_TIME_BEFORE_CLOSE": "0", "REFRESH_INTERVAL": "0.2",
+           "REFRESH_BATCH": "1", "REFRESH_LOCK_TTL": "1.5", "LEASE_TTL": "3", "LEASE_RECLAIM_INTERVAL": "0.5"}
+    redis_client.lpush("t_revisit_pages:start_urls", f"{shop.url}/")
+    workers = [start_worker("t_revisit_pages", env, tmp_path, f"w{i}") for i in range(3)]
+
+    def counts():
+        found = dict.fromkeys(every, 0)
+        for hit in shop.hits:
+            if hit.path in found:
+                found[hit.path] += 1
+        return found
+
+    try:
+        wait_until(lambda: min(counts().values()) == 1, 60, "the first cycle")
+        wait_until(lambda: mongo_db.url_status.count_documents({}) == len(every), 30, "the status store")
+        # the refresher starts queueing the second cycle, one page per batch: kill -9 its worker mid-way
+        wait_until(lambda: redis_client.hlen("t_revisit_pages:revisits") >= 1, 30, "the refresher at work")
+        holder = redis_client.get("t_revisit_pages:refresher").decode()
+        (victim,) = [w for w in workers if holder.endswith(f":{w.proc.pid}")]
+        os.kill(victim.proc.pid, signal.SIGKILL)
+        victim.proc.wait()
+        queued_before = redis_client.hlen("t_revisit_pages:revisits")
+        held = {payload.split(b"\t", 2)[2] for payload in redis_client.hvals("t_revisit_pages:leases")
+                if payload.startswith(holder.encode() + b"\t")}
+        held_paths = {json.loads(p)["url"].removeprefix(shop.url) for p in held}
+        wait_until(lambda: min(counts().values()) >= 2, 60, "every page fetched in the second cycle")
+    finally:
+        for worker in workers:
+            worker.proc.terminate()
+        for worker in workers:
+            worker.wait(30)
+    assert 1 <= queued_before < len(every), "killed mid-batch"
+    twice = {path for path, n in counts().items() if n > 2}
+    assert twice <= held_paths, "a page is fetched once per cycle; only a lease of the killed worker may be re-fetched"
+    assert redis_client.hlen("t_revisit_pages:revisits") == len(every), "every due page queued (once)"

@@ -104,3 +104,16 @@ class SitemapShopSpider(CrawlhubSpider):
     def parse_product(self, response):
         yield Page(url=response.url, title=response.css("title::text").get(), status=response.status,
                    source_url=response.url)
+
+
+class PagesRevisitSpider(CrawlhubSpider):
+    """Every page of a site, revisited every 6 s (a test's: the refresher killed mid-batch)."""
+
+    name = "t_revisit_pages"
+    revisit = "6s"
+    revisit_min = "1s"
+
+    def parse(self, response):
+        yield Page(url=response.url, title=response.css("title::text").get(), status=response.status,
+                   source_url=response.url)
+        yield from self.follow_links(response, response.css("a::attr(href)").getall())
