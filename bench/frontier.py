@@ -117,6 +117,7 @@ def crawl(mode: str, url: str, redis_url: str) -> None:
 
         class Spider(CrawlhubSpider):
             name = SPIDER
+            revisit = os.environ.get("BENCH_REVISIT") or None  # bench/revisit.py: the status store on
 
             def parse(self, response):
                 yield {"url": response.url}
@@ -126,6 +127,9 @@ def crawl(mode: str, url: str, redis_url: str) -> None:
         settings.setdict({**COMMON, "REDIS_URL": redis_url, "DOMAIN_RATE": "0", "DOMAIN_CONCURRENCY": 0,
                           "MAX_IDLE_TIME_BEFORE_CLOSE": 1, "SPIDER_MODULES": [],
                           "EXTENSIONS": {**settings.getdict("EXTENSIONS"), **COMMON["EXTENSIONS"]}}, priority="cmdline")
+        if os.environ.get("BENCH_MONGO_URI"):  # bench/revisit.py: items (and the status store) to MongoDB
+            settings.setdict({"MONGO_URI": os.environ["BENCH_MONGO_URI"], "MONGO_DATABASE": "bench",
+                              "ITEM_PIPELINES": {"crawlhub.pipelines.mongo.MongoPipeline": 800}}, priority="cmdline")
     else:
         class Spider(scrapy.Spider):
             name = SPIDER

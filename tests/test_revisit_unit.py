@@ -148,3 +148,29 @@ def test_a_newer_lastmod_makes_only_a_page_fetched_before_it_due(mongo_db):
                  LastModified("shop", "zz", 1020.0, 1030.0)])
     due = {d["fp"]: d["next_fetch"] for d in mongo_db.url_status.find()}
     assert due == {"p1": 1030.0, "p2": 1060.0}, "p1 changed after its fetch: due now; p2 did not; no insert for zz"
+
+
+def test_the_due_scan_walks_every_due_page_once_in_windows(mongo_db):
+    from crawlhub.revisit.store import DueScanner
+
+    store = StatusStore(mongo_db.url_status)
+    now = time.time()
+    # due times spread from a year ago to a second ago, five of them on the same second; two not due yet
+    times = [now - 365 * 86400, now - 30 * 86400, *[now - 7200] * 5, now - 60, now - 1, now + 60, now + 3600]
+    for i, due in enumerate(times):
+        store.write([update(f"https://s.test/{i:02d}", at=due - 60.0)])  # interval 60 s: next_fetch = due
+    scanner = DueScanner(store, "shop", batch=3)
+    seen, calls = [], 0
+    while calls < 20:
+        batch = scanner.next_batch(now)
+        calls += 1
+        if not batch:
+            break
+        assert len(batch) <= 3
+        seen += [d["fp"] for d in batch]
+        store.queued([(d["_id"], d["next_fetch"]) for d in batch], now, 86400)
+    assert sorted(seen) == [f"{i:02d}" for i in range(9)], "every due page, once; none of those not due"
+    assert scanner.caught_up and scanner.floor == now - DueScanner.CLOCK_MARGIN, "the pass is over"
+    store.write([update("https://s.test/xx", at=now - 61.0)])  # a page made due just now
+    assert [d["fp"] for d in scanner.next_batch(now + 5)] == ["xx"], "seen by the next pass"
+    assert scanner.next_batch(now + 5) == [] and scanner.caught_up

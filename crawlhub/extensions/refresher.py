@@ -36,7 +36,7 @@ from crawlhub import meta
 from crawlhub.components import frontier_of
 from crawlhub.connection import get_mongo
 from crawlhub.revisit.policy import RevisitPolicy
-from crawlhub.revisit.store import StatusStore
+from crawlhub.revisit.store import DueScanner, StatusStore
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +62,7 @@ class Refresher:
         self.requeue_after = settings.getfloat("REVISIT_REQUEUE_AFTER", 86400.0)
         self.timer: task.LoopingCall | None = None
         self.store: StatusStore | None = None
+        self.scanner: DueScanner | None = None
         self.client: Any = None
         self.running = False
         self.holding = False
@@ -123,19 +124,29 @@ class Refresher:
             self.holding = False
             return 0
         queued = 0
+        if self.scanner is None:
+            self.scanner = DueScanner(self.store, frontier.spider_name, self.batch)
         while True:
             now = time.time()
-            due = self.store.due(frontier.spider_name, now, self.batch)
+            try:
+                due = self.scanner.next_batch(now)
+            except Exception:
+                self.scanner.reset()
+                raise
             if not due:
                 break
             pages = [{"fp": d["fp"], "due": d["next_fetch"], "payload": revisit_payload(d),
                       "priority": int(json.loads(d["request"]).get("priority", 0)), "domain": d.get("domain") or "?"}
                      for d in due]
-            moved = set(frontier.ops.refresh(pages))
-            self.store.queued([(d["_id"], d["next_fetch"]) for d in due], now, self.requeue_after)
+            try:
+                moved = set(frontier.ops.refresh(pages))
+                self.store.queued([(d["_id"], d["next_fetch"]) for d in due], now, self.requeue_after)
+            except Exception:
+                self.scanner.reset()  # the pages it read stay due: read them again from the start
+                raise
             queued += len(moved)
             self.crawler.stats.inc_value("revisit/queued", len(moved))
-            if len(due) < self.batch:
+            if len(due) < self.batch and self.scanner.caught_up:
                 break
             server.pexpire(lock, ttl_ms)
         if queued:

@@ -83,6 +83,57 @@ class GoneCheck:
         return int(collection.update_many(query, {"$set": {"gone_at": now}}).modified_count)
 
 
+class DueScanner:
+    """Walks the due pages back from the present, in windows of due times of about one batch each.
+
+    One query for "everything due, oldest first" costs as much as the pages it matches (a server sorts them;
+    SecantusDB even fetches them all, about 40 us each: a minute per batch with a million due). A window costs
+    what it holds: it halves while it holds a full batch and widens while it holds less (fourfold when empty,
+    so the years before the first fetch are crossed in a few steps). A pass goes from now back to where the
+    last pass began (less CLOCK_MARGIN, for a clock that runs behind); the first pass, and one every RESCAN
+    seconds or after an error, goes back to the beginning. Due times are only ever set to the present or
+    later (a fetch, `recrawl`, a sitemap's lastmod, the refresher), so nothing lands behind a finished pass.
+    """
+
+    CLOCK_MARGIN = 300.0
+    RESCAN = 600.0
+    FIRST_WIDTH = 10.0
+
+    def __init__(self, store: StatusStore, spider: str, batch: int):
+        self.store, self.spider, self.batch = store, spider, batch
+        self.reset()
+
+    def reset(self) -> None:
+        self.floor = 0.0  # every due time at or below this was seen by a finished pass
+        self.high: float | None = None  # the pass in progress: the top of its next window
+        self.top = 0.0  # where the pass in progress began
+        self.width = self.FIRST_WIDTH
+        self.started = time.monotonic()
+
+    def next_batch(self, now: float) -> list[dict[str, Any]]:
+        if time.monotonic() - self.started > self.RESCAN:
+            self.reset()
+        if self.high is None:
+            self.high = self.top = now
+        while True:
+            low = max(self.floor, self.high - self.width)
+            docs = self.store.due(self.spider, self.high, self.batch, since=low)
+            if len(docs) >= self.batch:  # a full window: these first, a narrower one next time
+                self.width = max(0.001, self.width / 2)
+                return docs
+            if low <= self.floor:  # the pass is over
+                self.floor, self.high, self.width = max(0.0, self.top - self.CLOCK_MARGIN), None, self.FIRST_WIDTH
+                return docs
+            self.high, self.width = low, self.width * (2 if docs else 4)
+            if docs:
+                return docs
+
+    @property
+    def caught_up(self) -> bool:
+        """No pass in progress: every page due when the last one began was read."""
+        return self.high is None
+
+
 class StatusStore:
     def __init__(self, collection: Collection[dict[str, Any]]):
         self.collection = collection
@@ -102,13 +153,16 @@ class StatusStore:
         self.collection.bulk_write([u.operation() for u in last.values()], ordered=False)
         return len(last)
 
-    def due(self, spider: str, now: float, limit: int) -> list[dict[str, Any]]:
-        """The pages due by ``now``, most overdue first."""
+    def due(self, spider: str, now: float, limit: int, since: float | None = None) -> list[dict[str, Any]]:
+        """The pages due by ``now``: most overdue first, or (``since``) those due from ``since`` on, in any order."""
         self.ensure_indexes()
-        found = self.collection.find({"spider": spider, "next_fetch": {"$lte": now}},
+        when: dict[str, float] = {"$lte": now} if since is None else {"$gte": since, "$lte": now}
+        found = self.collection.find({"spider": spider, "next_fetch": when},
                                      {"url": 1, "fp": 1, "domain": 1, "request": 1, "etag": 1, "last_modified": 1,
                                       "signature": 1, "interval": 1, "next_fetch": 1})
-        return list(found.sort("next_fetch", ASCENDING).limit(limit))
+        if since is None:
+            found = found.sort("next_fetch", ASCENDING)
+        return list(found.limit(limit))
 
     def queued(self, moved: list[tuple[str, float]], now: float, again_after: float) -> None:
         """The refresher queued these (id, due time): due again only if the revisit is lost (after ``again_after``).
@@ -128,7 +182,15 @@ class StatusStore:
             query["url"] = {"$regex": "^" + _escape(prefix)}
         if older_than is not None:
             query["last_fetch"] = {"$lt": now - older_than}
-        return int(self.collection.update_many(query, {"$set": {"next_fetch": now}}).modified_count)
+        # due times 10 ms apart per 500 pages: the refresher's scan can cut them into batches (one due time
+        # for a million pages would make each of its windows a query over all of them)
+        ids = [d["_id"] for d in self.collection.find(query, {"_id": 1})]
+        made = 0
+        for n, start in enumerate(range(0, len(ids), 500)):
+            chunk = ids[start:start + 500]
+            made += self.collection.update_many({"_id": {"$in": chunk}, "next_fetch": {"$gt": now}},
+                                                {"$set": {"next_fetch": now + n * 0.01}}).modified_count
+        return made
 
     def schedule(self, spider: str, now: float | None = None) -> dict[str, Any]:
         """`crawlhub schedule`: what is due when, how fresh the pages are, changes and unchanged fetches."""
