@@ -174,3 +174,23 @@ def test_the_due_scan_walks_every_due_page_once_in_windows(mongo_db):
     store.write([update("https://s.test/xx", at=now - 61.0)])  # a page made due just now
     assert [d["fp"] for d in scanner.next_batch(now + 5)] == ["xx"], "seen by the next pass"
     assert scanner.next_batch(now + 5) == [] and scanner.caught_up
+
+
+def test_gone_items_are_found_in_every_item_collection_even_by_a_fresh_worker(mongo_db):
+    from datetime import datetime, timezone
+
+    from crawlhub.items import Page, item_meta
+    from crawlhub.pipelines.mongo import MongoWriter
+    from crawlhub.revisit.store import GoneCheck
+
+    first = MongoWriter(mongo_db, "quarantine", "shop")
+    page = "https://s.test/list"
+    items = [Page(url=f"https://s.test/{n}", status=200, source_url=page) for n in ("a", "b")]
+    first.write([(item_meta(i), {**vars(i)}) for i in items], [])
+    fetched_again = datetime.now(timezone.utc).timestamp() + 1
+    fresh = MongoWriter(mongo_db, "quarantine", "shop")  # another worker: it has stored nothing yet
+    counts = fresh.write([], [], [GoneCheck(page, fetched_again, everything=True)])  # the page now answers 404
+    assert counts["gone"] == 2
+    assert all(doc["gone_at"] for doc in mongo_db.pages.find()), "marked, not deleted"
+    first.write([(item_meta(items[0]), {**vars(items[0])})], [])
+    assert [d["url"] for d in mongo_db.pages.find({"gone_at": None})] == ["https://s.test/a"], "seen again: unmarked"

@@ -84,6 +84,8 @@ class MongoWriter:
         self.status_collection = status_collection
         self.changes_collection = changes_collection  # "" = no change history
         self.indexed: set[str] = set()
+        self._collections: set[str] = set()  # item collections found in the database (item_collections)
+        self._collections_at = float("-inf")
 
     def ensure_index(self, meta: ItemMeta) -> None:
         if meta.collection in self.indexed:
@@ -126,10 +128,22 @@ class MongoWriter:
             counts["status_updates"] += StatusStore(self.db[self.status_collection]).write(
                 [s for s in statuses if not isinstance(s, GoneCheck)])
             now = datetime.now(timezone.utc)
-            for check in checks:  # in the item collections this worker stores to
-                for collection in sorted(self.indexed):
+            collections = self.item_collections() if checks else []
+            for check in checks:
+                for collection in collections:
                     counts["gone"] += check.mark(self.db[collection], now)
         return dict(counts)
+
+    def item_collections(self) -> list[str]:
+        """The database's item collections (those with crawlhub's unique item key), this worker's included."""
+        if time.monotonic() - self._collections_at > 60:
+            found = set()
+            for name in self.db.list_collection_names():
+                if name != self.quarantine and not name.startswith(("system.", "_")) and \
+                        "item_key" in self.db[name].index_information():
+                    found.add(name)
+            self._collections, self._collections_at = found, time.monotonic()
+        return sorted(self._collections | self.indexed)
 
     def changed_fields(self, collection: str, key: dict, before: dict, after: dict, now: datetime) -> list[dict]:
         """The change history of one updated item: a record per field whose value moved."""
