@@ -70,7 +70,7 @@ def refresher_rate(server, mongo, stored: int, seconds: float, batch: int, due_s
     from pymongo import InsertOne
     from scrapy.settings import Settings
 
-    from crawlhub.extensions.refresher import revisit_payload
+    from crawlhub.extensions.refresher import revisit_page
     from crawlhub.frontier.keys import Keys
     from crawlhub.frontier.operations import FrontierOps
     from crawlhub.revisit.store import DueScanner, StatusStore
@@ -100,8 +100,7 @@ def refresher_rate(server, mongo, stored: int, seconds: float, batch: int, due_s
         due = scanner.next_batch(t)
         if not due:
             break
-        pages = [{"fp": d["fp"], "due": d["next_fetch"], "payload": revisit_payload(d), "priority": 0,
-                  "domain": d["domain"]} for d in due]
+        pages = [revisit_page(d) for d in due]
         moved += len(ops.refresh(pages))
         store.queued([(d["_id"], d["next_fetch"]) for d in due], t, 86400)
     elapsed = time.monotonic() - started

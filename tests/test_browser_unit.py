@@ -28,6 +28,9 @@ def test_only_browser_spiders_get_the_playwright_handler():
     assert HANDLER not in spider_settings(QuotesSpider).getdict("DOWNLOAD_HANDLERS").values()
     for spidercls in (QuotesJsSpider, QuotesAutoSpider):
         settings = spider_settings(spidercls, BROWSER_TIMEOUT=7)
+        # (Scrapy's get_crawler disables ftp: a None entry, no handler)
+        enabled = {k: v for k, v in settings.getdict("DOWNLOAD_HANDLERS").items() if v is not None}
+        assert enabled == {"http": HANDLER, "https": HANDLER}
         assert settings.getdict("DOWNLOAD_HANDLERS") == {"http": HANDLER, "https": HANDLER}
         assert settings.getfloat("PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT") == 7000
         assert settings.getint("PLAYWRIGHT_MAX_PAGES_PER_CONTEXT") == 4

@@ -41,9 +41,16 @@ from crawlhub.revisit.store import DueScanner, StatusStore
 logger = logging.getLogger(__name__)
 
 
-def revisit_payload(doc: dict[str, Any]) -> str:
-    """The request a due page is queued as: its stored request, with what the store knows of it."""
+def revisit_page(doc: dict[str, Any]) -> dict[str, Any]:
+    """A due page as the refresh script takes it (lua/refresh.lua)."""
     data = json.loads(doc["request"])
+    return {"fp": doc["fp"], "due": doc["next_fetch"], "payload": revisit_payload(doc, data),
+            "priority": int(data.get("priority", 0)), "domain": doc.get("domain") or "?"}
+
+
+def revisit_payload(doc: dict[str, Any], data: dict[str, Any] | None = None) -> str:
+    """The request a due page is queued as: its stored request, with what the store knows of it."""
+    data = json.loads(doc["request"]) if data is None else data
     data.setdefault("meta", {})[meta.STATUS] = {
         "etag": doc.get("etag"), "last_modified": doc.get("last_modified"), "signature": doc.get("signature"),
         "interval": doc.get("interval"), "due": doc.get("next_fetch"),
@@ -135,9 +142,7 @@ class Refresher:
                 raise
             if not due:
                 break
-            pages = [{"fp": d["fp"], "due": d["next_fetch"], "payload": revisit_payload(d),
-                      "priority": int(json.loads(d["request"]).get("priority", 0)), "domain": d.get("domain") or "?"}
-                     for d in due]
+            pages = [revisit_page(d) for d in due]
             try:
                 moved = set(frontier.ops.refresh(pages))
                 self.store.queued([(d["_id"], d["next_fetch"]) for d in due], now, self.requeue_after)

@@ -134,6 +134,17 @@ class MongoWriter:
                     counts["gone"] += check.mark(self.db[collection], now)
         return dict(counts)
 
+    def _changed_documents(self, coll, meta: ItemMeta, filters, digests, existing) -> dict:
+        """The stored documents whose content changed in this batch, whole (their old values for the change
+        history): a second read only when something changed, and only of those."""
+        if not self.changes_collection:
+            return {}
+        moved = [flt for flt, digest in zip(filters, digests, strict=True)
+                 if existing.get(tuple(str(v) for v in flt.values())) not in (None, digest)]
+        if not moved:
+            return {}
+        return {tuple(str(found.get(n)) for n in meta.key_fields): found for found in coll.find({"$or": moved})}
+
     def item_collections(self) -> list[str]:
         """The database's item collections (those with crawlhub's unique item key), this worker's included."""
         if time.monotonic() - self._collections_at > 60:
@@ -185,17 +196,17 @@ class MongoWriter:
         self.ensure_index(meta)
         coll = self.db[collection]
         filters = [key_filter(meta, doc) for _, doc in items]
-        # the stored documents (whole when the change history needs their old values)
-        projection = None if self.changes_collection else dict.fromkeys((*meta.key_fields, "content_hash"), 1)
-        stored = {tuple(str(found.get(n)) for n in meta.key_fields): found
-                  for found in coll.find({"$or": filters}, projection)}
-        existing = {key: found.get("content_hash") for key, found in stored.items()}
+        digests = [content_hash(doc) for _, doc in items]
+        existing = {
+            tuple(str(found.get(n)) for n in meta.key_fields): found.get("content_hash")
+            for found in coll.find({"$or": filters}, dict.fromkeys((*meta.key_fields, "content_hash"), 1))
+        }
+        stored = self._changed_documents(coll, meta, filters, digests, existing)
         changes: list[tuple[int, list[dict]]] = []  # per updated op: what changed
         now = datetime.now(timezone.utc)
         spiders = {"$addToSet": {"spiders": self.spider}} if self.spider else {}  # which spiders stored it
         ops = []
-        for (_, doc), flt in zip(items, filters, strict=True):
-            digest = content_hash(doc)
+        for (_, doc), flt, digest in zip(items, filters, digests, strict=True):
             old = existing.get(tuple(str(v) for v in flt.values()), None)
             if old == digest:
                 ops.append(UpdateOne(flt, {"$set": {"last_seen": now}, "$unset": {"gone_at": ""}, **spiders}))

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
 from typing import Any
@@ -33,6 +34,7 @@ from scrapy.utils.gz import gunzip, gzip_magic_number
 from scrapy.utils.sitemap import Sitemap
 
 from crawlhub import meta
+from crawlhub.components import frontier_of
 
 logger = logging.getLogger(__name__)
 
@@ -125,10 +127,6 @@ class SitemapMixin:
         """Pages whose lastmod is after their last fetch become due (written with the store's next flush)."""
         if not lastmods:
             return
-        import time
-
-        from crawlhub.components import frontier_of
-
         frontier = frontier_of(self.crawler)  # type: ignore[attr-defined]
         if frontier is None:
             return

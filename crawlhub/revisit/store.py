@@ -19,6 +19,7 @@ commands.
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -179,7 +180,7 @@ class StatusStore:
         now = time.time() if now is None else now
         query: dict[str, Any] = {"spider": spider, "next_fetch": {"$gt": now}}
         if prefix:
-            query["url"] = {"$regex": "^" + _escape(prefix)}
+            query["url"] = {"$regex": "^" + re.escape(prefix)}
         if older_than is not None:
             query["last_fetch"] = {"$lt": now - older_than}
         # due times 10 ms apart per 500 pages: the refresher's scan can cut them into batches (one due time
@@ -213,9 +214,3 @@ class StatusStore:
             "changes": sum(d.get("changes", 0) for d in docs),
             "unchanged": sum(d.get("unchanged", 0) for d in docs),
         }
-
-
-def _escape(text: str) -> str:
-    import re
-
-    return re.escape(text)
