@@ -11,6 +11,7 @@ import time
 
 import redis
 from redis.backoff import ExponentialBackoff
+from redis.cluster import ClusterNode, RedisCluster
 from redis.retry import Retry
 
 from crawlhub import services
@@ -30,13 +31,55 @@ REDIS_PARAMS = {
 }
 
 
+CLUSTER_SCHEME = "redis+cluster"
+
+
+def cluster_nodes(settings) -> tuple[list[tuple[str, int]], str] | None:
+    """The startup nodes and the URL they came from when the settings name a Redis Cluster, else None.
+
+    REDIS_CLUSTER_NODES="host:port,host:port" (with REDIS_URL for the password, if any), or
+    REDIS_URL=redis+cluster://[user:password@]host:port[,host:port...].
+    """
+    url = settings.get("REDIS_URL") or ""
+    listed = settings.get("REDIS_CLUSTER_NODES") or ""
+    if url.startswith(CLUSTER_SCHEME + "://"):
+        rest = url[len(CLUSTER_SCHEME) + 3:]
+        auth, _, hosts = rest.rpartition("@")
+        listed = listed or hosts.split("/", 1)[0]
+        url = f"redis://{auth + '@' if auth else ''}{hosts.split(',')[0]}"
+    if not listed:
+        return None
+    nodes = []
+    for part in str(listed).split(","):
+        host, sep, port = part.strip().rpartition(":")
+        if not sep or not port.isdigit():
+            raise ValueError(f"REDIS_CLUSTER_NODES: {part.strip()!r} is not host:port")
+        nodes.append((host.strip("[]") or "127.0.0.1", int(port)))
+    return nodes, url or f"redis://{nodes[0][0]}:{nodes[0][1]}"
+
+
+def is_cluster(server) -> bool:
+    """Whether the client talks to a Redis Cluster."""
+    return isinstance(server, RedisCluster)
+
+
 def get_redis(settings) -> redis.Redis:
-    """A Redis client (bytes responses) for REDIS_URL or the embedded server."""
+    """A Redis client (bytes responses) for REDIS_URL or the embedded server; a cluster client
+    (redis-py's RedisCluster, same commands) when the settings name a Redis Cluster."""
     params = dict(REDIS_PARAMS)
     # a restarted Redis: reconnect with backoff (about 20 s in all) before failing
     params["retry"] = Retry(ExponentialBackoff(cap=3.0, base=0.1), settings.getint("REDIS_RETRIES", 10))
     params["retry_on_error"] = [redis.ConnectionError, redis.TimeoutError]
     params.update(settings.getdict("REDIS_PARAMS"))
+    cluster = cluster_nodes(settings)
+    if cluster is not None:
+        nodes, url = cluster
+        params.pop("health_check_interval", None)
+        params.pop("retry_on_error", None)
+        # a failover: redis-py re-reads the slots (MOVED, or a node that stopped answering) and retries
+        params["cluster_error_retry_attempts"] = max(3, settings.getint("REDIS_RETRIES", 10))
+        client = RedisCluster.from_url(url, startup_nodes=[ClusterNode(h, p) for h, p in nodes], **params)
+        return client  # type: ignore[return-value]  # the same commands as redis.Redis
     return redis.Redis.from_url(services.redis_url(settings), **params)
 
 
@@ -45,7 +88,10 @@ def connect_redis(settings) -> redis.Redis:
 
     Raises :class:`Unreachable` with a one-line reason when it does not.
     """
-    url = services.redis_url(settings)
+    cluster = cluster_nodes(settings)
+    url = cluster[1] if cluster else services.redis_url(settings)
+    if cluster:
+        return _connect_cluster(settings, url)
     server = get_redis(settings)
     retry = server.get_retry()
     server.set_retry(Retry(ExponentialBackoff(), 0))  # our own loop below says what happens
@@ -68,6 +114,27 @@ def connect_redis(settings) -> redis.Redis:
             if time.monotonic() + delay > deadline:
                 raise Unreachable(f"cannot reach Redis at {redact_url(url)}: {exc}") from None
             logger.warning("Redis at %s is not answering (%s); retrying in %.1fs", redact_url(url), exc, delay)
+            time.sleep(delay)
+            delay = min(delay * 2, 5)
+
+
+def _connect_cluster(settings, url: str) -> redis.Redis:
+    """A cluster client, once the cluster answers (its slots are read when the client is made)."""
+    deadline = time.monotonic() + settings.getfloat("REDIS_STARTUP_WAIT", 30)
+    delay = 0.5
+    while True:
+        try:
+            server = get_redis(settings)
+            server.ping()
+            return server
+        except redis.AuthenticationError as exc:
+            raise Unreachable(f"Redis Cluster at {redact_url(url)} refused the credentials: {exc}") from None
+        except redis.RedisError as exc:
+            if _is_auth_error(exc):
+                raise Unreachable(f"Redis Cluster at {redact_url(url)} refused the credentials: {exc}") from None
+            if time.monotonic() + delay > deadline:
+                raise Unreachable(f"cannot reach the Redis Cluster at {redact_url(url)}: {exc}") from None
+            logger.warning("The Redis Cluster at %s is not answering (%s); retrying in %.1fs", redact_url(url), exc, delay)
             time.sleep(delay)
             delay = min(delay * 2, 5)
 

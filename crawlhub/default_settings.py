@@ -24,6 +24,9 @@ CRAWLHUB_SHARED = True
 REDIS_URL = ""
 # Seconds a starting worker waits for Redis to answer before it gives up.
 REDIS_STARTUP_WAIT = 30.0
+# A Redis Cluster: its nodes ("host:port,host:port", any few of them), or REDIS_URL in the form
+# redis+cluster://[:password@]host:port[,host:port...]. Empty: REDIS_URL is one Redis.
+REDIS_CLUSTER_NODES = ""
 # Reconnection tries (exponential backoff, 0.1 s to 3 s) before a Redis call fails.
 REDIS_RETRIES = 10
 # Extra redis-py client options (JSON object in the environment).
@@ -61,6 +64,25 @@ FRONTIER_BAD_REQUESTS_MAX = 10000
 FRONTIER_DOMAINS_PER_LEASE = 16
 # Most requests one call to the frontier leases (the downloader's free slots, up to this).
 FRONTIER_LEASE_BATCH = 32
+# Fingerprints a worker remembers having sent the shared duplicate filter (two generations of this
+# many): a link met again (menus, pagination) is dropped in the worker, not sent to Redis. 0 = off.
+FRONTIER_LOCAL_FILTER_SIZE = 100000
+# Partitions of a spider's frontier (docs/frontier.md, docs/deploy.md: Redis Cluster). A domain
+# belongs to one partition (a stable hash of its name) with its queue, politeness state and
+# duplicate-filter entries; each partition is one Redis Cluster slot ({<spider>:<p>}). 1 on a
+# plain Redis is the classic layout; fixed for the life of a frontier (`crawlhub reset` to change).
+FRONTIER_PARTITIONS = 1
+# Ready partitions one round leases from (a worker spreads its batch over them).
+FRONTIER_PARTITIONS_PER_LEASE = 4
+# Seconds before a partition with nothing queued is asked again (a hint, <spider>:ready, says
+# which partitions have work; another worker's new links show up within this).
+FRONTIER_PARTITION_RECHECK = 1.0
+# Replicas that must have a round's links (WAIT) before the leases of the pages they came from end in
+# other partitions (0 = do not wait). With replicas, 1 means a failover re-fetches pages, never loses
+# links (docs/deploy.md: Redis Cluster, failover); without replicas leave it 0 (WAIT would time out).
+FRONTIER_REPLICA_WAIT = 0
+# Most milliseconds one round waits for those replicas (then goes on, as with asynchronous replication).
+FRONTIER_REPLICA_WAIT_TIMEOUT = 100
 # Duplicate filter (docs/frontier.md): "exact" = 64-bit fingerprints in
 # DUPEFILTER_BUCKETS integer sets (~8.5 bytes per URL while each bucket stays
 # under Redis's set-max-intset-entries, 512: buckets >= URLs / 400); "bloom" =

@@ -14,7 +14,8 @@ from datetime import timezone
 
 from crawlhub.frontier.keys import Keys
 from crawlhub.frontier.keys import spider_keys as spider_keys_of
-from crawlhub.frontier.operations import queued_per_domain
+from crawlhub.frontier.operations import partition_counts, queued_per_domain
+from crawlhub.frontier.partitions import frontier_keys
 from crawlhub.proxies import proxy_health
 from crawlhub.stats import LATENCY_BUCKETS_MS, log_key, minute_key, percentile
 
@@ -102,15 +103,16 @@ def item_counts(settings, spider: str, items_scraped: int) -> dict:
 def cluster_status(server, settings, spider: str, with_items: bool = True) -> dict:
     """Everything `crawlhub status SPIDER` shows, as JSON-able data (docs/cli.md)."""
     now = time.time()
-    keys = spider_keys(settings, spider)
-    per_domain = queued_per_domain(server, Keys.for_spider(settings, spider))
+    layout = frontier_keys(server, settings, spider)
+    keys = layout.names()
+    counts = partition_counts(server, layout.parts)
+    per_domain = queued_per_domain(server, layout)
+    inflight, delayed, dlq, seen = counts["inflight"], counts["delayed"], counts["dlq"], counts["seen"]
     pipe = server.pipeline(transaction=False)
-    pipe.llen(keys["seeds"]).zcard(keys["inflight"]).zcard(keys["delayed"])
-    pipe.llen(keys["dlq"]).get(keys["seen"]).llen(keys["bad_seeds"]).llen(keys["bad_requests"])
+    pipe.llen(keys["seeds"]).llen(keys["bad_seeds"]).llen(keys["bad_requests"])
     pipe.get(keys["budget"]).get(keys["budget_used"]).hgetall(keys["stats"]).hgetall(keys["workers"])
     pipe.hgetall(keys["stats_totals"]).exists(keys["paused"]).xlen(keys["log"])
-    (seeds, inflight, delayed, dlq, seen, bad_seeds, bad_requests, budget, budget_used, counters, workers,
-     totals, paused, logged) = pipe.execute()
+    (seeds, bad_seeds, bad_requests, budget, budget_used, counters, workers, totals, paused, logged) = pipe.execute()
     totals = _ints(totals)
     heartbeat = settings.getfloat("WORKER_HEARTBEAT_INTERVAL")
     dead_after = settings.getfloat("WORKER_DEAD_AFTER") or 3 * heartbeat
@@ -138,7 +140,7 @@ def cluster_status(server, settings, spider: str, with_items: bool = True) -> di
     left = queued + delayed + inflight + seeds
     budget = int(budget) if budget else settings.getint("CRAWL_BUDGET")
     data = {
-        "spider": spider, "time": now, "paused": bool(paused),
+        "spider": spider, "time": now, "paused": bool(paused), "partitions": layout.partitions,
         "seeds": seeds, "queued": queued, "inflight": inflight, "delayed": delayed, "seen": int(seen or 0),
         "dlq": dlq, "bad_seeds": bad_seeds, "bad_requests": bad_requests,
         "budget": budget, "budget_used": int(budget_used or 0),

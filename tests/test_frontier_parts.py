@@ -13,8 +13,9 @@ from crawlhub.frontier import keys as key_names
 from crawlhub.frontier import scripts
 from crawlhub.frontier.client import frontier_of
 from crawlhub.frontier.leasebook import LeaseBook
+from crawlhub.frontier.operations import FrontierOps
 from crawlhub.frontier.policy import Requeue, RetryPolicy
-from crawlhub.frontier.records import DeadLetter, EnqueueOp, ExpiredLease, Finish, Tick
+from crawlhub.frontier.records import ENQUEUE_ARGV, DeadLetter, EnqueueOp, ExpiredLease, Finish, Tick
 
 
 def leased(book: LeaseBook, lease_id: str, url: str) -> Request:
@@ -109,16 +110,36 @@ def test_records_cross_into_lua_with_named_fields():
     assert Finish("a.test", "1@a.test", "slow", 3.0).to_lua() == {
         "domain": "a.test", "lease": "1@a.test", "outcome": "slow", "retry_after": 3.0}
     tick = scripts.source("tick")
-    for name in ("e.spec", "e.payload", "e.priority", "e.force", "e.ends", "e.domain", "f.domain", "f.lease",
-                 "f.outcome", "f.retry_after"):
+    for name in ("f.domain", "f.lease", "f.outcome", "f.retry_after"):
         assert name in tick, f"tick.lua reads {name}"
+    # #17: an enqueue crosses as two arguments, its fields tab-separated in records.ENQUEUE_ARGV order (the
+    # names tick.lua gives them) and its payload: no JSON and no Lua table per link
+    assert f"local {', '.join(ENQUEUE_ARGV)} =" in tick
+    fields, payload = op.to_argv(["s", "k", "1"])
+    assert dict(zip(ENQUEUE_ARGV, fields.split("\t"), strict=True)) == {
+        "kind": "s", "key": "k", "extra": "1", "priority": "2", "force": "1", "ends": "", "domain": "a.test"}
+    assert payload == b'{"url": "http://a.test/"}'
+    bloom = dict(zip(ENQUEUE_ARGV, op.to_argv(["b", "bits", 1000, 3, 7])[0].split("\t"), strict=True))
+    assert (bloom["kind"], bloom["key"], bloom["extra"]) == ("b", "bits", "1000,3,7")
     reply = Tick.from_reply([b"ok", b"0.250", 3, 1, b"7@a.test", b"{}"])
     assert (reply.wait, reply.added, reply.acked, reply.taken) == (0.25, 3, 1, [("7@a.test", b"{}")])
     assert Tick.from_reply([b"budget", b"", 0, 0]).budget_exhausted and Tick.from_reply([b"paused", b"", 0, 0]).paused
 
 
-def test_the_lua_helpers_use_the_registry_s_domain_prefix():
-    assert f"local DOMAIN = '{key_names.DOMAIN}'" in scripts.source("_helpers")
+def test_the_lua_scripts_take_every_key_name_from_the_registry(redis_client):
+    # #17: no script spells a key name (the per-domain prefix came in as ctx.domain, so a partition's
+    # scripts touch only its own slot); the classic layout's prefix is still the registry's
+    import re
+
+    for name in [*scripts.names(), "_helpers", "_policy"]:
+        text = scripts.source(name)
+        assert not re.search(r"'crawlhub:|\"crawlhub:", text), f"{name}.lua spells a key name"
+    assert "ctx.domain .. d" in scripts.source("_helpers")
+    classic = FrontierOps(redis_client, key_names.spider_keys("sp"))
+    assert classic.ctx["domain"] == key_names.DOMAIN and classic.ctx["known"] == key_names.DOMAINS
+    tagged = FrontierOps(redis_client, key_names.spider_keys("sp").with_partitions(4).part(3))
+    assert {tagged.ctx[k][:6] for k in ("domain", "known", "prefix", "inflight", "dlq", "seen")} == {"{sp:3}"}
+    assert "paused" not in tagged.ctx and "budget" not in tagged.ctx and "limits" not in tagged.ctx
 
 
 def test_frontier_of_is_none_off_the_shared_frontier():

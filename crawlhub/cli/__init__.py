@@ -11,6 +11,7 @@ crawlhub.proxies, crawlhub.profiles, crawlhub.services):
     control.py        seed, bad-seeds, pause, resume, budget, reset
     dlq.py            dlq list | show | requeue | purge
     limits.py         limits set | clear | show
+    partitions.py     partitions (a partitioned frontier, partition by partition)
     revisit.py        recrawl, schedule (continuous crawling)
     antiblocking.py   proxies [reset], profiles list | check | capture
 """
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import click
 
-from crawlhub.cli import antiblocking, control, dlq, limits, revisit, services, watch
+from crawlhub.cli import antiblocking, control, dlq, limits, partitions, revisit, services, watch
 from crawlhub.cli._common import known_spiders
 from crawlhub.ops import spider_keys
 
@@ -32,7 +33,7 @@ def main() -> None:
 
 
 for command in (services.group, *watch.COMMANDS, *control.COMMANDS, *revisit.COMMANDS, antiblocking.proxies,
-                antiblocking.profiles, dlq.group, limits.group):
+                antiblocking.profiles, dlq.group, limits.group, partitions.partitions):
     main.add_command(command)
 
 

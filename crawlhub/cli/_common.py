@@ -41,8 +41,11 @@ def connect() -> redis.Redis:
         raise ServiceDown(str(exc)) from None
 
 
-def keys(spider: str) -> Keys:
-    return Keys.for_spider(settings(), spider)
+def keys(spider: str, server: redis.Redis | None = None) -> Keys:
+    """The spider's keys, its frontier's partitions as recorded in Redis (``server``, else a new connection)."""
+    from crawlhub.frontier.partitions import frontier_keys
+
+    return frontier_keys(server if server is not None else connect(), settings(), spider)
 
 
 def known_spiders(project_settings: Settings) -> list[str]:

@@ -61,7 +61,7 @@ def requeue(spider: str, indexes: tuple[int, ...], everything: bool) -> None:
         raw, letter = entries[index]
         done += control.requeue_dead_letter(server, spider_keys, raw, letter)
         click.echo(f"requeued {letter.url}")
-    click.echo(f"{done} request(s) back in {spider_keys.queue}:<domain>")
+    click.echo(f"{done} request(s) back in {spider_keys.part(0).queue if spider_keys.partitions == 1 else spider_keys.queue_key}:<domain>")
 
 
 @group.command("purge")
@@ -70,9 +70,9 @@ def requeue(spider: str, indexes: tuple[int, ...], everything: bool) -> None:
 def purge(spider: str, yes: bool) -> None:
     """Delete all of SPIDER's dead letters."""
     server = connect()
-    key = keys(spider).dlq
-    count = server.llen(key)
+    names = [part.dlq for part in keys(spider, server).parts]
+    count = sum(server.llen(key) for key in names)
     if not yes:
-        click.confirm(f"Delete {count} dead letter(s) in {key}?", abort=True)
-    server.delete(key)
+        click.confirm(f"Delete {count} dead letter(s) in {', '.join(names)}?", abort=True)
+    server.delete(*names)
     click.echo(f"deleted {count} dead letter(s)")

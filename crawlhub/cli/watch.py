@@ -51,8 +51,8 @@ def status(spider: str | None, as_json: bool, watch: bool, interval: float) -> N
 
 
 def _has_frontier(server, spider: str) -> bool:
-    k = keys(spider)
-    return bool(server.exists(k.workers, k.seeds, k.queued))
+    k = keys(spider, server)
+    return bool(server.exists(k.workers, k.seeds, k.layout, *(part.queued for part in k.parts)))
 
 
 def _watch(text, interval: float) -> None:

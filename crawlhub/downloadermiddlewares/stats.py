@@ -156,15 +156,16 @@ class ClusterStatsMiddleware:
             if self.dropped:
                 pipe.hincrby(key, "log_dropped", self.dropped)
             if self.metrics is not None:
-                keys = frontier.keys
-                pipe.hvals(keys.queued).llen(keys.dlq).zcard(keys.inflight)
+                for part in frontier.keys.parts:
+                    pipe.hvals(part.queued).llen(part.dlq).zcard(part.inflight)
             out = pipe.execute()
             self.dropped = 0
             if self.metrics is not None:
-                queued, dlq, inflight = out[-3:]
-                self.metrics.queue.labels(spider).set(sum(int(v) for v in queued))
-                self.metrics.dlq_size.labels(spider).set(dlq)
-                self.metrics.inflight.labels(spider).set(inflight)
+                parts = frontier.keys.partitions
+                gauges = out[len(out) - 3 * parts:]
+                self.metrics.queue.labels(spider).set(sum(int(v) for q in gauges[0::3] for v in q))
+                self.metrics.dlq_size.labels(spider).set(sum(gauges[1::3]))
+                self.metrics.inflight.labels(spider).set(sum(gauges[2::3]))
         except redis.RedisError as exc:
             logger.warning("Redis unavailable (%s): cluster stats and %d audit entries held until it is back", exc, len(entries))
             self.totals.update(totals)

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import redis
+from redis.cluster import RedisCluster
 from scrapy import Request
 from scrapy.crawler import Crawler
 from scrapy.settings import BaseSettings
@@ -31,12 +32,12 @@ from scrapy.statscollectors import StatsCollector
 
 from crawlhub import meta
 from crawlhub._utils.urls import domain_of
-from crawlhub.frontier.dupefilter import make_filter
+from crawlhub.frontier.dupefilter import RecentFingerprints, make_filters
 from crawlhub.frontier.keys import Keys
 from crawlhub.frontier.leasebook import Lease, LeaseBook
-from crawlhub.frontier.operations import FrontierOps
+from crawlhub.frontier.partitions import Partitions, claim_layout
 from crawlhub.frontier.policy import Requeue, RetryPolicy
-from crawlhub.frontier.politeness import Politeness
+from crawlhub.frontier.politeness import Politeness, read_limits
 from crawlhub.frontier.records import EnqueueOp, Finish, Tick, lease_domain
 from crawlhub.frontier.serializer import DecodeError, RequestSerializer
 
@@ -44,6 +45,10 @@ if TYPE_CHECKING:
     from scrapy import Spider
 
 logger = logging.getLogger(__name__)
+
+
+def is_cluster(server: object) -> bool:
+    return isinstance(server, RedisCluster)
 
 
 def frontier_of(crawler: Crawler) -> FrontierClient | None:
@@ -55,6 +60,15 @@ def frontier_of(crawler: Crawler) -> FrontierClient | None:
     scheduler = engine.scheduler if engine is not None else None
     client = getattr(scheduler, "frontier", None)
     return client if isinstance(client, FrontierClient) else None
+
+
+def redis_uptime(server: redis.Redis) -> int:
+    """Seconds since the Redis (or, for a cluster, its youngest primary) started."""
+    info = server.info("server")
+    if "uptime_in_seconds" in info:
+        return int(info["uptime_in_seconds"])
+    ups = [int(v.get("uptime_in_seconds", 0)) for v in info.values() if isinstance(v, dict)]
+    return min(ups) if ups else 0
 
 
 class ClusterCounters:
@@ -96,6 +110,7 @@ class FrontierClient:
         self.pending_enq: list[EnqueueOp] = []  # requests to enqueue
         self.pending_fin: list[Finish] = []  # downloads that are over (free their domain's slot)
         self.pending_ack: list[str] = []  # leases whose work is done
+        self.safe_acks: list[str] = []  # partitioned: done leases whose pages' links an earlier round queued
         self.budget_exhausted = False
         self.paused = False  # `crawlhub pause SPIDER`: the frontier leases nothing
         self.store_full = False  # the store's buffer is full: take no new requests
@@ -110,20 +125,28 @@ class FrontierClient:
     def open(self, spider: Spider) -> None:
         settings = self.settings
         self.spider_name = spider.name
-        self.keys = Keys.for_spider(settings, spider.name)
+        self.keys = Keys.for_spider(settings, spider.name, cluster=is_cluster(self.server))
+        claim_layout(self.server, self.keys)
         self.counters = ClusterCounters(self.server, self.keys.stats)
-        self.politeness = Politeness.from_settings(self.server, settings)
-        self.ops = FrontierOps(
-            self.server, self.keys, spider.name, self.politeness.config(), settings.getint("FRONTIER_DOMAINS_PER_LEASE"),
-            dupefilter=make_filter(self.server, settings, self.keys.dupefilter),
+        self.politeness = Politeness.from_settings(self.server, settings, self.keys)
+        self.ops = Partitions(
+            self.server, self.keys, self.politeness.config(), settings.getint("FRONTIER_DOMAINS_PER_LEASE"),
+            filters=make_filters(self.server, settings, self.keys),
             factor_max=self.politeness.factor_max, recovery=self.politeness.recovery,
+            per_lease=settings.getint("FRONTIER_PARTITIONS_PER_LEASE", 4),
+            recheck=settings.getfloat("FRONTIER_PARTITION_RECHECK", 1.0),
+            replica_wait=settings.getint("FRONTIER_REPLICA_WAIT", 0),
+            replica_wait_ms=settings.getint("FRONTIER_REPLICA_WAIT_TIMEOUT", 100),
         )
+        self.limits_read_at = float("-inf")
+        local = settings.getint("FRONTIER_LOCAL_FILTER_SIZE", 100_000)
+        self.recent = RecentFingerprints(local) if local > 0 else None
         self.serializer = RequestSerializer(spider, settings.getlist("FRONTIER_REQUEST_CLASSES"))
 
     # -- the round trip -----------------------------------------------------------------------------
     @property
     def has_pending_writes(self) -> bool:
-        return bool(self.pending_enq or self.pending_fin or self.pending_ack)
+        return bool(self.pending_enq or self.pending_fin or self.pending_ack or self.safe_acks)
 
     def enqueue(self, request: Request, fingerprint: str | bytes) -> None:
         """Queue a request with the next round trip (always before the lease it ends, same call).
@@ -131,12 +154,21 @@ class FrontierClient:
         Raises :class:`~crawlhub.frontier.serializer.EncodeError` if it cannot be JSON.
         """
         ends = self.leases.ended_by(request)
+        key = None
+        if self.recent is not None and not request.dont_filter and not ends:
+            key = self.recent.key(fingerprint)
+            if key in self.recent:  # sent lately: a duplicate in the shared filter too
+                self.stats.inc_value("dupefilter/filtered")
+                self.stats.inc_value("dupefilter/filtered_locally")
+                return
         try:
             payload = self.serializer.encode(request)
         except Exception:
             if ends:
                 self.ack([ends])
             raise
+        if key is not None:
+            self.recent.add(key)  # type: ignore[union-attr]
         self.pending_enq.append(EnqueueOp(fingerprint, payload, request.priority, request.dont_filter, ends,
                                           domain_of(request.url)))
 
@@ -145,18 +177,41 @@ class FrontierClient:
 
         What could not be sent (Redis down) stays pending for the next call.
         """
-        enq, fin, ack = self.pending_enq, self.pending_fin, self.pending_ack
-        if not (enq or fin or ack or n):
+        enq, fin, ack, safe = self.pending_enq, self.pending_fin, self.pending_ack, self.safe_acks
+        if not (enq or fin or ack or safe or n):
             return None
-        self.pending_enq, self.pending_fin, self.pending_ack = [], [], []
+        self.pending_enq, self.pending_fin, self.pending_ack, self.safe_acks = [], [], [], []
         try:
-            result = self.ops.tick(enq, fin, ack, n, self.worker, self.lease_ttl, self.budget, self.live_workers,
-                                   self.leases.held() if n and self.live_workers > 1 else None)
+            if n and not self.ops.single:
+                self._read_limits()
+            outcome = self.ops.tick(enq, fin, ack, n, self.worker, self.lease_ttl, self.budget, self.live_workers,
+                                    self.leases.held() if n and self.live_workers > 1 else None, safe_acks=safe)
         except redis.RedisError as exc:
-            logger.warning("Redis unavailable (%s): %d enqueues and %d acks held until it is back", exc, len(enq), len(ack))
+            logger.warning("Redis unavailable (%s): %d enqueues and %d acks held until it is back", exc, len(enq),
+                           len(ack) + len(safe))
             self.pending_enq[:0], self.pending_fin[:0], self.pending_ack[:0] = enq, fin, ack
+            self.safe_acks[:0] = safe
             self.redis_down = True
             return None
+        result = outcome.tick
+        if outcome.failed:  # some partitions' nodes did not answer (a failover): theirs wait for the next round
+            logger.warning("%d partitions did not answer (%s): %d enqueues and %d acks held for the next round",
+                           outcome.failed, outcome.error, len(outcome.unsent_enq), len(outcome.unsent_ack))
+            self.pending_enq[:0], self.pending_fin[:0] = outcome.unsent_enq, outcome.unsent_fin
+            unsent_safe = set(outcome.unsent_ack) & set(safe)
+            self.safe_acks[:0] = [a for a in outcome.unsent_ack if a in unsent_safe]
+            # this round's links did not all get queued: the acks held back wait for them again
+            self.pending_ack[:0] = [a for a in outcome.unsent_ack if a not in unsent_safe] + outcome.deferred_ack
+            unsent = set(outcome.unsent_enq)
+            enq = [op for op in enq if op not in unsent]
+            ack = [a for a in [*safe, *ack] if a not in set(outcome.unsent_ack) and a not in set(outcome.deferred_ack)]
+        else:
+            self.safe_acks.extend(outcome.deferred_ack)  # their links are queued: they end with the next round
+            if outcome.deferred_ack:
+                held = set(outcome.deferred_ack)
+                ack = [a for a in [*safe, *ack] if a not in held]
+            else:
+                ack = [*safe, *ack]
         if self.redis_down:  # back: renew at once, and reclaim nobody's leases for a LEASE_TTL
             self.redis_down, self.redis_back_at = False, time.monotonic()
             for callback in self.on_redis_back:
@@ -168,6 +223,15 @@ class FrontierClient:
         if ack:
             self.stats.inc_value("leases/acked", len(ack))
         return result
+
+    def _read_limits(self) -> None:
+        """Partitioned, the run-time limits (`crawlhub limits`, a cluster-wide hash) go with each tick,
+        read again every FRONTIER_POLL_INTERVAL."""
+        now = time.monotonic()
+        if now - self.limits_read_at < max(0.5, self.settings.getfloat("FRONTIER_POLL_INTERVAL")):
+            return
+        self.limits_read_at = now
+        self.ops.limits = read_limits(self.server)
 
     def lease(self, n: int) -> tuple[list[Request], Tick | None]:
         """Take up to ``n`` requests (sending what is pending with them). The Tick says why none came
@@ -205,11 +269,11 @@ class FrontierClient:
 
     def set_aside(self, payload: bytes, reason: str) -> None:
         """Keep an undecodable payload in <spider>:bad_requests, with why (it is never executed)."""
-        logger.warning("Refused a request payload from %s (%s); set aside in %s", self.keys.queue, reason,
+        logger.warning("Refused a request payload from %s (%s); set aside in %s", self.keys.queue_key, reason,
                        self.keys.bad_requests)
         self.stats.inc_value("frontier/bad_requests")
         record = json.dumps({"reason": reason, "payload": payload[:4096].decode("utf-8", "backslashreplace"),
-                             "queue": self.keys.queue, "at": time.time()})
+                             "queue": self.keys.queue_key, "at": time.time()})
         with self.server.pipeline() as pipe:
             pipe.lpush(self.keys.bad_requests, record)
             pipe.ltrim(self.keys.bad_requests, 0, self.bad_max - 1)
@@ -377,7 +441,8 @@ class FrontierClient:
                                          error, status, attempts)
         if self.ops.dead_letter(lease.id, record):
             self.stats.inc_value("dlq/count")
-            logger.error("Gave up on %s after %d attempts (%s); in %s", lease.url, record.attempts, error, self.keys.dlq)
+            logger.error("Gave up on %s after %d attempts (%s); in %s", lease.url, record.attempts, error,
+                         self.keys.part_of(lease_domain(lease.id)).dlq)
 
     def permanent_failure(self, request: Request, status: int) -> None:
         if self.leases.of(request) is None:  # robots.txt and other side requests do not count
@@ -417,7 +482,7 @@ class FrontierClient:
         """
         if time.monotonic() - self.redis_back_at < self.lease_ttl:
             return 0
-        if int(self.server.info("server").get("uptime_in_seconds", 0)) < self.lease_ttl:
+        if redis_uptime(self.server) < self.lease_ttl:
             return 0
         if not self.server.set(self.keys.reclaim_lock, self.worker, nx=True, px=int(self.lease_ttl * 1000)):
             return 0
@@ -445,7 +510,10 @@ class FrontierClient:
     # -- closing -----------------------------------------------------------------------------------------
     def close(self) -> None:
         """Send what is pending and give back every lease still held; never flush the shared frontier."""
-        self.flush()
+        for _ in range(3):  # partitioned, acks held back by one round go with the next
+            self.flush()
+            if not self.has_pending_writes or self.redis_down:
+                break
         try:
             self.counters.send()
         except redis.RedisError as exc:

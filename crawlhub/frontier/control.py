@@ -15,7 +15,8 @@ import redis
 from crawlhub import meta
 from crawlhub._utils.urls import domain_of
 from crawlhub.frontier.keys import Keys
-from crawlhub.frontier.operations import FrontierOps, queued_per_domain
+from crawlhub.frontier.operations import queued_per_domain
+from crawlhub.frontier.partitions import Partitions
 from crawlhub.frontier.records import DeadLetter
 
 
@@ -45,8 +46,14 @@ def budget(server: redis.Redis, keys: Keys, default: int, pages: int | None = No
 
 
 def dead_letters(server: redis.Redis, keys: Keys) -> list[tuple[bytes | str, DeadLetter]]:
-    """Every dead letter, newest first, with its raw form (to remove exactly that one)."""
-    return [(raw, DeadLetter.from_json(raw)) for raw in server.lrange(keys.dlq, 0, -1)]
+    """Every dead letter of every partition, newest first, with its raw form (to remove exactly that one)."""
+    pipe = server.pipeline(transaction=False)
+    for part in keys.parts:
+        pipe.lrange(part.dlq, 0, -1)
+    letters = [(raw, DeadLetter.from_json(raw)) for found in pipe.execute() for raw in found]
+    if keys.partitions > 1:
+        letters.sort(key=lambda pair: -pair[1].last_attempt)
+    return letters
 
 
 def requeue_dead_letter(server: redis.Redis, keys: Keys, raw: bytes | str, letter: DeadLetter) -> bool:
@@ -60,17 +67,27 @@ def requeue_dead_letter(server: redis.Redis, keys: Keys, raw: bytes | str, lette
         request_meta.pop(key, None)
     request["dont_filter"] = True
     payload = json.dumps(request, separators=(",", ":"), ensure_ascii=False)
-    FrontierOps(server, keys).push(payload, int(request.get("priority", 0)), domain_of(letter.url or request.get("url", "")))
-    return bool(server.lrem(keys.dlq, 1, raw))  # type: ignore[arg-type]  # redis-py accepts bytes
+    domain = domain_of(letter.url or request.get("url", ""))
+    Partitions(server, keys).push(payload, int(request.get("priority", 0)), domain)
+    # a letter is in its domain's partition; every partition is looked at, first match removed
+    return any(server.lrem(part.dlq, 1, raw) for part in keys.parts)  # type: ignore[arg-type]  # bytes are fine
 
 
 def existing_keys(server: redis.Redis, keys: Keys) -> list[str]:
-    """The spider's named keys plus the per-domain queues, filter buckets and per-minute stats that exist now."""
-    found = [k.decode() for prefix in keys.prefixes() for k in server.scan_iter(prefix + ":*", count=1000)]
-    return list(keys.names().values()) + found
+    """The spider's named keys plus every partition's, and the per-domain queues, filter buckets, per-domain
+    politeness state (partitioned) and per-minute stats that exist now."""
+    prefixes = list(keys.prefixes())
+    names = list(keys.names().values())
+    for part in keys.parts:
+        prefixes += part.prefixes()
+        names += part.names()
+        if part.tag:
+            prefixes.append(part.domain.rstrip(":"))
+    found = [k.decode() for prefix in prefixes for k in server.scan_iter(prefix + ":*", count=1000)]
+    return list(dict.fromkeys(names + found))
 
 
 def reset(server: redis.Redis, keys: Keys) -> int:
     """Delete the spider's whole crawl state; returns the keys deleted."""
     names = existing_keys(server, keys)
-    return int(server.delete(*names)) if names else 0
+    return sum(int(server.delete(*names[i:i + 1000])) for i in range(0, len(names), 1000))

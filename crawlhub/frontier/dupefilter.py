@@ -66,6 +66,34 @@ def fingerprint_bytes(fp: str | bytes) -> bytes:
         return hashlib.sha1(fp.encode()).digest()
 
 
+class RecentFingerprints:
+    """The fingerprints this worker sent the shared filter lately (FRONTIER_LOCAL_FILTER_SIZE of them,
+    in two generations): a link met again (a site's menu on every page, the pagination) is dropped
+    in the worker instead of being sent to Redis to be found a duplicate there.
+
+    Only what the shared filter already has, or is about to get with the next round, is here: a
+    dropped link is a duplicate in Redis too. Requests with dont_filter, and those that replace a
+    lease (a redirect), always go to Redis.
+    """
+
+    def __init__(self, size: int):
+        self.size = max(1, size)
+        self.current: set[int] = set()
+        self.previous: set[int] = set()
+
+    @staticmethod
+    def key(fp: str | bytes) -> int:
+        return int.from_bytes(fingerprint_bytes(fp)[:8], "big")
+
+    def __contains__(self, key: int) -> bool:
+        return key in self.current or key in self.previous
+
+    def add(self, key: int) -> None:
+        self.current.add(key)
+        if len(self.current) >= self.size:
+            self.previous, self.current = self.current, set()
+
+
 class ExactFilter:
     def __init__(self, key: str, buckets: int = 4096):
         if buckets < 1:
@@ -146,7 +174,8 @@ def claim_config(server: redis.Redis, key: str, config: dict[str, Any]) -> None:
     (another bucket, another bitmap size) and pages would be crawled twice.
     """
     wanted = json.dumps(config, sort_keys=True)
-    server.set(f"{key}:config", wanted, nx=True)
+    if server.set(f"{key}:config", wanted, nx=True):
+        return
     stored = text(server.get(f"{key}:config") or b"")
     if stored and stored != wanted:
         raise FilterMismatch(
@@ -158,11 +187,27 @@ def make_filter(server: redis.Redis, settings: BaseSettings, key: str) -> Filter
     """The filter DUPEFILTER_MODE asks for, after checking the crawl's workers agree on it."""
     config = filter_config(server, settings)
     claim_config(server, key, config)
+    return _build(server, key, config, 1)
+
+
+def make_filters(server: redis.Redis, settings: BaseSettings, keys: Any) -> list[Filter]:
+    """One filter per partition of ``keys`` (crawlhub.frontier.keys.Keys), the crawl's config checked once.
+
+    A Bloom filter of one partition is sized for its share of DUPEFILTER_BLOOM_CAPACITY (a domain's
+    URLs all go to its partition's filter).
+    """
+    config = filter_config(server, settings)
+    claim_config(server, keys.dupefilter_key, config)
+    return [_build(server, part.dupefilter, config, keys.partitions) for part in keys.parts]
+
+
+def _build(server: redis.Redis, key: str, config: dict[str, Any], partitions: int) -> Filter:
     if config["mode"] == "exact":
         return ExactFilter(key, config["buckets"])
+    capacity = max(1, math.ceil(config["capacity"] / partitions))
     if config["backend"] == "redisbloom":
-        return RedisBloomFilter(server, key, config["capacity"], config["error_rate"])
-    return BloomFilter(key, config["capacity"], config["error_rate"])
+        return RedisBloomFilter(server, key, capacity, config["error_rate"])
+    return BloomFilter(key, capacity, config["error_rate"])
 
 
 class RedisDupeFilter(BaseDupeFilter):

@@ -10,7 +10,8 @@ themselves (``lua/_helpers.lua``), checked by tests/test_lua.py.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import zlib
+from dataclasses import asdict, dataclass, replace
 
 from scrapy.settings import BaseSettings
 
@@ -23,10 +24,12 @@ BROWSER_DOMAINS = "crawlhub:browser_domains"  # set: domains every worker render
 BROWSER_COUNTS = "crawlhub:browser:"  # + <domain>: hash (plain, fallback)
 
 # -- proxies and header profiles, shared by every spider -----------------------------------------------
+# The proxy failure script touches health, dead, domains and a domain's cool/strikes/tier keys together:
+# they share the hash tag {proxy} (one Redis Cluster slot for all proxy state; a few commands per download).
 PROXY_REGISTRY = "crawlhub:proxies"  # hash: proxy id -> JSON (no credentials)
-PROXY_HEALTH = "crawlhub:proxy:health"  # hash: <id>:ok, <id>:fail, <id>:streak, <id>:error, <id>:used
-PROXY_DEAD = "crawlhub:proxy:dead"  # hash: proxy id -> dead until (unix time)
-PROXY_DOMAINS = "crawlhub:proxy:domains"  # set: domains with proxy state
+PROXY_HEALTH = "crawlhub:{proxy}:health"  # hash: <id>:ok, <id>:fail, <id>:streak, <id>:error, <id>:used
+PROXY_DEAD = "crawlhub:{proxy}:dead"  # hash: proxy id -> dead until (unix time)
+PROXY_DOMAINS = "crawlhub:{proxy}:domains"  # set: domains with proxy state
 PROXY_STICKY = "crawlhub:proxy:sticky"  # hash: domain -> proxy id (PROXY_ROTATION = sticky)
 PROFILES_STICKY = "crawlhub:profiles:sticky"  # hash: sticky key (proxy id or domain) -> profile id
 
@@ -51,41 +54,99 @@ def browser_counts(domain: str) -> str:
 
 
 def proxy_cool(domain: str) -> str:
-    return f"crawlhub:proxy:cool:{domain}"  # hash: proxy id -> cooling until (unix time)
+    return f"crawlhub:{{proxy}}:cool:{domain}"  # hash: proxy id -> cooling until (unix time)
 
 
 def proxy_strikes(domain: str) -> str:
-    return f"crawlhub:proxy:strikes:{domain}"  # hash: proxy id -> failures in a row on the domain
+    return f"crawlhub:{{proxy}}:strikes:{domain}"  # hash: proxy id -> failures in a row on the domain
 
 
 def proxy_tier(domain: str) -> str:
-    return f"crawlhub:proxy:tier:{domain}"  # string (expires): the pool the domain uses now
+    return f"crawlhub:{{proxy}}:tier:{domain}"  # string (expires): the pool the domain uses now
 
 
 def proxy_tier_bans(domain: str, pool: str) -> str:
-    return f"crawlhub:proxy:tierbans:{domain}:{pool}"  # counter (expires): bans in that pool
+    return f"crawlhub:{{proxy}}:tierbans:{domain}:{pool}"  # counter (expires): bans in that pool
 
 
 def seeds_key(settings: BaseSettings, spider: str) -> str:
     return str(settings.get("REDIS_START_URLS_KEY", "%(name)s:start_urls")) % {"name": spider}
 
 
-@dataclass(frozen=True)
-class Keys:
-    """The Redis keys of one spider (every field is a key name or a prefix)."""
+def partition_of(domain: str, partitions: int) -> int:
+    """The partition a domain belongs to: a stable hash (CRC-32 of its name), the same on every worker."""
+    return zlib.crc32(domain.encode("utf-8", "surrogatepass")) % partitions if partitions > 1 else 0
 
-    seeds: str
+
+@dataclass(frozen=True)
+class PartKeys:
+    """The keys of one partition of a spider's frontier: everything one Lua script touches.
+
+    Untagged (one partition on a plain Redis: the layout crawlhub always had), the names are
+    ``<spider>:requests``, ``<spider>:domains``... and the per-domain politeness state is
+    cluster-wide (``crawlhub:domain:<d>``). Tagged (several partitions, or a Redis Cluster),
+    every name starts with the partition's hash tag ``{<spider>:<p>}``, so one partition is
+    one Redis Cluster slot and a script never crosses slots. ``paused``, ``budget``,
+    ``budget_used`` and ``limits`` are set only untagged: tagged, the client checks them
+    (they are global to the spider or the cluster, in other slots).
+    """
+
+    tag: str  # "" untagged, else "{<spider>:<p>}"
     queue: str  # prefix: per domain, <queue>:<domain> (priorities) and <queue>:<domain>:<priority> (lists)
     schedule: str  # domains with queued requests -> when each may be asked next
     queued: str  # domain -> requests queued
     dupefilter: str  # prefix of the filter's keys
     seen: str  # URLs the filter took in
-    dupefilter_config: str  # the settings the filter was made with
     inflight: str
     leases: str
     lease_seq: str
     delayed: str
     dlq: str
+    revisits: str  # hash: fingerprint -> the due time the refresher last moved it for (exactly once per due time)
+    domain: str  # prefix: <domain><d> (rate state, a hash) and <domain><d>:active (downloads now, a zset)
+    known: str  # zset: domain -> last time it was granted a request
+    paused: str | None = None
+    budget: str | None = None
+    budget_used: str | None = None
+    limits: str | None = None
+
+    @property
+    def anchor(self) -> str:
+        """The key a script call names in KEYS, so that a cluster client sends it to the partition's node."""
+        return self.inflight
+
+    def domain_state(self, domain: str) -> str:
+        return self.domain + domain
+
+    def domain_active(self, domain: str) -> str:
+        return f"{self.domain}{domain}:active"
+
+    def prefixes(self) -> tuple[str, ...]:
+        """The prefixes whose keys are ``<prefix>:...`` (per domain, per bucket)."""
+        return self.queue, self.dupefilter
+
+    def names(self) -> list[str]:
+        """The partition's fixed key names (shared cluster-wide names excluded)."""
+        shared = {DOMAINS, LIMITS}
+        return [v for k, v in asdict(self).items()
+                if k not in ("tag", "domain") and v and v not in shared]
+
+
+PART_FIELDS = ("queue", "schedule", "queued", "dupefilter", "seen", "inflight", "leases", "lease_seq", "delayed", "dlq",
+               "revisits")
+
+
+@dataclass(frozen=True)
+class Keys:
+    """The Redis keys of one spider (every field is a key name or a prefix).
+
+    The fields are the keys global to the spider; :meth:`part` gives a partition's keys
+    (docs/frontier.md: partitions; docs/redis-keys.md lists every key with its slot).
+    """
+
+    spider: str
+    seeds: str
+    dupefilter_config: str  # the settings the filter was made with
     budget: str
     budget_used: str
     reclaim_lock: str
@@ -97,25 +158,27 @@ class Keys:
     stats_totals: str  # crawlhub.stats: counters of the whole crawl
     stats_minutes: str  # prefix: <stats_minutes>:<minute> per-minute counters
     log: str  # the audit log (a stream)
-    revisits: str  # hash: fingerprint -> the due time the refresher last moved it for (exactly once per due time)
     refresher: str  # lock: the one worker moving due URLs into the frontier
+    layout: str  # the frontier's partition count, recorded by its first worker
+    ready: str  # zset (tagged only): partition -> when it may next have a request ready (a hint)
+    partitions: int = 1
+    tagged: bool = False
+    queue_key: str = ""  # SCHEDULER_QUEUE_KEY, expanded (untagged partition's queue prefix)
+    dupefilter_key: str = ""  # SCHEDULER_DUPEFILTER_KEY, expanded
 
     @classmethod
-    def for_spider(cls, settings: BaseSettings, spider: str) -> Keys:
+    def for_spider(cls, settings: BaseSettings, spider: str, partitions: int | None = None,
+                   cluster: bool = False) -> Keys:
+        """``partitions``: FRONTIER_PARTITIONS unless given; ``cluster``: the server is a Redis Cluster
+        (every partition is tagged then, even a single one)."""
         dupefilter = str(settings.get("SCHEDULER_DUPEFILTER_KEY", "%(spider)s:dupefilter")) % {"spider": spider}
+        count = partitions if partitions is not None else settings.getint("FRONTIER_PARTITIONS", 1)
+        if count < 1:
+            raise ValueError(f"FRONTIER_PARTITIONS must be 1 or more, not {count}")
         return cls(
+            spider=spider,
             seeds=seeds_key(settings, spider),
-            queue=str(settings.get("SCHEDULER_QUEUE_KEY", "%(spider)s:requests")) % {"spider": spider},
-            schedule=f"{spider}:domains",
-            queued=f"{spider}:queued",
-            dupefilter=dupefilter,
-            seen=f"{dupefilter}:count",
             dupefilter_config=f"{dupefilter}:config",
-            inflight=f"{spider}:inflight",
-            leases=f"{spider}:leases",
-            lease_seq=f"{spider}:lease_seq",
-            delayed=f"{spider}:delayed",
-            dlq=f"{spider}:dlq",
             budget=f"{spider}:budget",
             budget_used=f"{spider}:budget_used",
             reclaim_lock=f"{spider}:reclaim_lock",
@@ -127,20 +190,85 @@ class Keys:
             stats_totals=f"{spider}:stats:totals",
             stats_minutes=f"{spider}:stats:m",
             log=f"{spider}:log",
-            revisits=f"{spider}:revisits",
             refresher=f"{spider}:refresher",
+            layout=f"{spider}:partitions",
+            ready=f"{spider}:ready",
+            partitions=count,
+            tagged=count > 1 or cluster,
+            queue_key=str(settings.get("SCHEDULER_QUEUE_KEY", "%(spider)s:requests")) % {"spider": spider},
+            dupefilter_key=dupefilter,
         )
+
+    def with_partitions(self, partitions: int, cluster: bool = False) -> Keys:
+        return replace(self, partitions=partitions, tagged=partitions > 1 or cluster)
+
+    def part(self, p: int) -> PartKeys:
+        """Partition ``p``'s keys."""
+        if not 0 <= p < self.partitions:
+            raise IndexError(f"partition {p} of {self.partitions}")
+        s = self.spider
+        if not self.tagged:
+            return PartKeys(
+                tag="", queue=self.queue_key, schedule=f"{s}:domains", queued=f"{s}:queued",
+                dupefilter=self.dupefilter_key, seen=f"{self.dupefilter_key}:count", inflight=f"{s}:inflight",
+                leases=f"{s}:leases", lease_seq=f"{s}:lease_seq", delayed=f"{s}:delayed", dlq=f"{s}:dlq",
+                revisits=f"{s}:revisits", domain=DOMAIN, known=DOMAINS, paused=self.paused, budget=self.budget,
+                budget_used=self.budget_used, limits=LIMITS)
+        t = f"{{{s}:{p}}}"
+        return PartKeys(
+            tag=t, queue=f"{t}:requests", schedule=f"{t}:domains", queued=f"{t}:queued", dupefilter=f"{t}:dupefilter",
+            seen=f"{t}:dupefilter:count", inflight=f"{t}:inflight", leases=f"{t}:leases", lease_seq=f"{t}:lease_seq",
+            delayed=f"{t}:delayed", dlq=f"{t}:dlq", revisits=f"{t}:revisits", domain=f"{t}:domain:",
+            known=f"{t}:known")
+
+    @property
+    def parts(self) -> list[PartKeys]:
+        return [self.part(p) for p in range(self.partitions)]
+
+    def partition_of(self, domain: str) -> int:
+        return partition_of(domain, self.partitions)
+
+    def part_of(self, domain: str) -> PartKeys:
+        return self.part(self.partition_of(domain))
 
     def minute(self, minute: int) -> str:
         return f"{self.stats_minutes}:{minute}"
 
+    # -- one partition: its keys under the names they always had (keys.queue, keys.inflight...) -----------
+    def _only(self) -> PartKeys:
+        if self.partitions != 1:
+            raise AttributeError(f"{self.spider}'s frontier has {self.partitions} partitions: use keys.part(p) or "
+                                 "keys.parts for its per-partition keys")
+        return self.part(0)
+
+    queue = property(lambda self: self._only().queue)
+    schedule = property(lambda self: self._only().schedule)
+    queued = property(lambda self: self._only().queued)
+    dupefilter = property(lambda self: self._only().dupefilter)
+    seen = property(lambda self: self._only().seen)
+    inflight = property(lambda self: self._only().inflight)
+    leases = property(lambda self: self._only().leases)
+    lease_seq = property(lambda self: self._only().lease_seq)
+    delayed = property(lambda self: self._only().delayed)
+    dlq = property(lambda self: self._only().dlq)
+    revisits = property(lambda self: self._only().revisits)
+
     def names(self) -> dict[str, str]:
-        """Field -> key name (prefixes included: what they prefix is found with SCAN)."""
-        return asdict(self)
+        """Field -> key name (prefixes included: what they prefix is found with SCAN): the spider's global
+        keys and, with one partition, the partition's under their own field names."""
+        out = {k: v for k, v in asdict(self).items()
+               if isinstance(v, str) and v and k not in ("spider", "queue_key", "dupefilter_key")}
+        if self.partitions == 1:
+            part = self.part(0)
+            out.update({f: getattr(part, f) for f in PART_FIELDS})
+        return out
 
     def prefixes(self) -> tuple[str, ...]:
-        """The prefixes whose keys are ``<prefix>:...`` (per domain, per bucket, per minute)."""
-        return self.queue, self.dupefilter, self.stats_minutes
+        """The prefixes whose keys are ``<prefix>:...`` (per minute; with one partition, its per-domain queues and
+        filter buckets too; with several, each partition's are in PartKeys.prefixes)."""
+        if self.partitions == 1:
+            return (*self.part(0).prefixes(), self.stats_minutes)
+        return (self.stats_minutes,)
 
 
 def spider_keys(spider: str, settings: BaseSettings | None = None) -> Keys:

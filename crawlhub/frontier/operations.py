@@ -39,20 +39,31 @@ from typing import Any
 
 import redis
 
-from crawlhub.frontier import keys as key_names
 from crawlhub.frontier.dupefilter import ExactFilter, Filter
-from crawlhub.frontier.keys import Keys
+from crawlhub.frontier.keys import Keys, PartKeys
 from crawlhub.frontier.records import DeadLetter, EnqueueOp, ExpiredLease, Finish, Tick, text
 from crawlhub.frontier.scripts import source
 
 
-def queued_per_domain(server: redis.Redis, keys: Keys) -> dict[str, int]:
-    """Queued requests per domain (a read: no script)."""
-    return {text(d): int(n) for d, n in server.hgetall(keys.queued).items()}
+def queued_per_domain(server: redis.Redis, keys: Keys | PartKeys) -> dict[str, int]:
+    """Queued requests per domain, over every partition (a read: no script)."""
+    parts = keys.parts if isinstance(keys, Keys) else [keys]
+    pipe = server.pipeline(transaction=False)
+    for part in parts:
+        pipe.hgetall(part.queued)
+    out: dict[str, int] = {}
+    for found in pipe.execute():
+        for d, n in found.items():
+            out[text(d)] = out.get(text(d), 0) + int(n)
+    return out
 
 
 class FrontierOps:
-    """The scripts, bound to one spider's keys.
+    """The scripts, bound to one partition's keys (:class:`~crawlhub.frontier.keys.PartKeys`;
+    :class:`~crawlhub.frontier.partitions.Partitions` holds one per partition).
+
+    Every call names the partition's anchor key in KEYS, so a Redis Cluster client sends it
+    to the node that holds the partition's slot; every other key it touches is in that slot.
 
     ``politeness`` is the JSON-able config of crawlhub.frontier.politeness.Politeness
     (default rate and concurrency, per-domain limits from settings, burst...);
@@ -60,9 +71,13 @@ class FrontierOps:
     (crawlhub.frontier.dupefilter).
     """
 
-    def __init__(self, server: redis.Redis, keys: Keys, spider: str = "", politeness: dict[str, Any] | None = None,
-                 scan: int = 16, dupefilter: Filter | None = None, factor_max: float = 32.0, recovery: float = 0.8):
+    def __init__(self, server: redis.Redis, keys: Keys | PartKeys, spider: str = "",
+                 politeness: dict[str, Any] | None = None, scan: int = 16, dupefilter: Filter | None = None,
+                 factor_max: float = 32.0, recovery: float = 0.8):
         self.server = server
+        if isinstance(keys, Keys):
+            spider = spider or keys.spider
+            keys = keys.part(0)
         self.keys = keys
         self.spider = spider or keys.inflight.rsplit(":", 1)[0]
         self.politeness = politeness or {}
@@ -70,13 +85,17 @@ class FrontierOps:
         self.dupefilter: Filter = dupefilter or ExactFilter(keys.dupefilter)
         self.factor_max, self.recovery = factor_max, recovery
         k = keys
-        self.ctx = {
+        ctx: dict[str, Any] = {
             "spider": self.spider, "prefix": k.queue, "schedule": k.schedule, "counts": k.queued,
             "inflight": k.inflight, "leases": k.leases, "seq": k.lease_seq, "delayed": k.delayed, "dlq": k.dlq,
-            "budget_used": k.budget_used, "budget": k.budget, "limits": key_names.LIMITS, "seen": k.seen,
-            "paused": k.paused, "known": key_names.DOMAINS, "factor_max": factor_max, "recovery": recovery,
+            "seen": k.seen, "known": k.known, "domain": k.domain, "factor_max": factor_max, "recovery": recovery,
         }
+        # untagged, the script reads pause, budget and run-time limits itself (one Redis, any key)
+        ctx.update({name: value for name, value in (("paused", k.paused), ("budget", k.budget),
+                                                    ("budget_used", k.budget_used), ("limits", k.limits)) if value})
+        self.ctx = ctx
         self._ctx_json = json.dumps(self.ctx)
+        self._anchor = [k.anchor]
         self._tick = server.register_script(source("tick"))
         self._finish = server.register_script(source("finish"))
         self._move = server.register_script(source("move"))
@@ -93,18 +112,41 @@ class FrontierOps:
         workers: live workers of the spider; held: leases this worker holds per domain (its fair
         share of each domain's slots).
         """
+        return Tick.from_reply(self._tick(keys=self._anchor, args=self.tick_args(
+            enqueues, finishes, acks, n, worker, ttl, budget, workers, held)))
+
+    def tick_args(self, enqueues: Iterable[EnqueueOp] = (), finishes: Iterable[Finish] = (), acks: Iterable[str] = (),
+                  n: int = 0, worker: str = "", ttl: float = 60.0, budget: int = 0, workers: int = 1,
+                  held: Mapping[str, int] | None = None,
+                  limits: Mapping[str, Any] | None = None) -> list[bytes | str]:
+        """The tick script's ARGV (``limits``: run-time limits the client read, tagged partitions)."""
+        conf = self.politeness or {"rate": 0}
+        if limits:
+            conf = {**conf, "domains": {**conf.get("domains", {}), **limits}}
+        # the enqueues go as arguments after the JSON (2 each): the script decodes no JSON per link
+        flat: list[Any] = []
+        for op in enqueues:
+            flat += op.to_argv(self.dupefilter.spec(op.fingerprint))
         args: dict[str, Any] = {
-            "ctx": self.ctx, "enq": [op.to_lua(self.dupefilter.spec(op.fingerprint)) for op in enqueues],
+            "ctx": self.ctx,
             "fin": [f.to_lua() for f in finishes], "ack": list(acks), "n": n, "ttl": ttl, "worker": worker,
-            "default_budget": budget, "conf": self.politeness or {"rate": 0}, "scan": self.scan,
+            "default_budget": budget, "conf": conf, "scan": self.scan,
             "factor_max": self.factor_max, "recovery": self.recovery}
         if workers > 1:
             args["workers"], args["held"] = workers, dict(held or {})
-        return Tick.from_reply(self._tick(args=[json.dumps(args, separators=(",", ":"), ensure_ascii=False)]))
+        return [json.dumps(args, separators=(",", ":"), ensure_ascii=False), *flat]
+
+    @property
+    def tick_script(self) -> Any:
+        return self._tick
+
+    @property
+    def anchor(self) -> list[str]:
+        return self._anchor
 
     def finish(self, done: Finish) -> float:
         """A download is over now (a slow-down): the domain's new slow-down factor."""
-        return float(self._finish(args=[self._ctx_json, done.domain, done.lease_id, done.outcome, done.retry_after]))
+        return float(self._finish(keys=self._anchor, args=[self._ctx_json, done.domain, done.lease_id, done.outcome, done.retry_after]))
 
     # -- how a lease ends elsewhere ---------------------------------------------------------------
     def requeue(self, lease_id: str, payload: bytes, priority: int) -> bool:
@@ -119,24 +161,24 @@ class FrontierOps:
 
     def push(self, payload: bytes | str, priority: int, domain: str) -> None:
         """Queue a request without the duplicate filter (a requeued dead letter)."""
-        self._move(args=[self._ctx_json, "", "push", priority, payload, domain])
+        self._move(keys=self._anchor, args=[self._ctx_json, "", "push", priority, payload, domain])
 
     def _move_to(self, lease_id: str, kind: str, number: float, member: bytes | str) -> bool:
-        return bool(self._move(args=[self._ctx_json, lease_id, kind, number, member, ""]))
+        return bool(self._move(keys=self._anchor, args=[self._ctx_json, lease_id, kind, number, member, ""]))
 
     def refresh(self, pages: list[dict[str, Any]]) -> list[str]:
         """Queue due pages ({fp, due, payload, priority, domain}) exactly once per due time; the fingerprints queued."""
         if not pages:
             return []
         args = {"ctx": self.ctx, "revisits": self.keys.revisits, "pages": pages}
-        return [text(fp) for fp in self._refresh(args=[json.dumps(args, separators=(",", ":"), ensure_ascii=False)])]
+        return [text(fp) for fp in self._refresh(keys=self._anchor, args=[json.dumps(args, separators=(",", ":"), ensure_ascii=False)])]
 
     def renew(self, lease_ids: Iterable[str], ttl: float) -> list[str]:
         """Push the leases' deadlines forward; returns those that were gone (lost)."""
         ids = list(lease_ids)
         if not ids:
             return []
-        return [text(x) for x in self._renew(keys=[self.keys.inflight], args=[ttl, self.spider, *ids])]
+        return [text(x) for x in self._renew(keys=[self.keys.inflight], args=[self._ctx_json, ttl, *ids])]
 
     def expired(self, limit: int = 100) -> list[ExpiredLease]:
         """Leases past their deadline, with their holder, when they were taken and their payload."""
@@ -160,11 +202,29 @@ class FrontierOps:
         return any(pipe.execute())
 
     def counts(self) -> dict[str, int]:
-        k = self.keys
-        pipe = self.server.pipeline(transaction=False)
-        for command, key in ((pipe.llen, k.seeds), (pipe.zcard, k.delayed), (pipe.zcard, k.inflight), (pipe.llen, k.dlq),
-                             (pipe.get, k.seen)):
-            command(key)
-        seeds, delayed, inflight, dlq, seen = pipe.execute()
-        return {"seeds": seeds, "queued": sum(self.queued().values()), "delayed": delayed, "inflight": inflight,
-                "dlq": dlq, "seen": int(seen or 0)}
+        """This partition's queued, delayed, in-flight, dead-letter and seen counts."""
+        return partition_counts(self.server, [self.keys])
+
+
+def per_partition(server: redis.Redis, parts: list[PartKeys]) -> list[dict[str, int]]:
+    """Each partition's domains, queued, delayed, in flight, dead letters and URLs seen (one pipeline)."""
+    pipe = server.pipeline(transaction=False)
+    for k in parts:
+        pipe.hvals(k.queued)
+        pipe.zcard(k.delayed)
+        pipe.zcard(k.inflight)
+        pipe.llen(k.dlq)
+        pipe.get(k.seen)
+    out = pipe.execute()
+    rows = []
+    for i in range(0, len(out), 5):
+        queued, delayed, inflight, dlq, seen = out[i:i + 5]
+        rows.append({"domains": len(queued), "queued": sum(int(n) for n in queued), "delayed": int(delayed),
+                     "inflight": int(inflight), "dlq": int(dlq), "seen": int(seen or 0)})
+    return rows
+
+
+def partition_counts(server: redis.Redis, parts: list[PartKeys]) -> dict[str, int]:
+    """Queued, delayed, in flight, dead letters and URLs seen, summed over ``parts``."""
+    rows = per_partition(server, parts)
+    return {name: sum(r[name] for r in rows) for name in ("queued", "delayed", "inflight", "dlq", "seen")}

@@ -94,9 +94,10 @@ class Politeness:
     recovery: float = 0.8
     recheck: float = 1.0
     slowdown_codes: frozenset[int] = frozenset({429, 503})
+    layout: keys.Keys | None = None  # the frontier's partitions (where each domain's state lives); None: classic
 
     @classmethod
-    def from_settings(cls, server: redis.Redis, settings: BaseSettings) -> Politeness:
+    def from_settings(cls, server: redis.Redis, settings: BaseSettings, layout: keys.Keys | None = None) -> Politeness:
         domains = settings.getdict("DOMAIN_LIMITS")
         try:
             parsed = {d.lower(): parse_limit(v) for d, v in domains.items()}
@@ -112,6 +113,7 @@ class Politeness:
             factor_max=settings.getfloat("DOMAIN_BACKOFF_MAX_FACTOR"),
             recovery=settings.getfloat("DOMAIN_RECOVERY"),
             slowdown_codes=frozenset(int(c) for c in settings.getlist("DOMAIN_SLOWDOWN_CODES")),
+            layout=layout,
         )
 
     def __post_init__(self) -> None:
@@ -133,15 +135,28 @@ class Politeness:
             return "slow"
         return "ok" if status < 400 else ""
 
+    def state_key(self, domain: str) -> str:
+        """The domain's rate state: in its partition (tagged), else cluster-wide."""
+        return self.layout.part_of(domain).domain_state(domain) if self.layout else keys.domain_state(domain)
+
     def reserve(self, domain: str) -> float:
         """Take the domain's next request slot; seconds to wait before using it."""
-        return float(self._reserve(keys=[keys.LIMITS], args=[domain, json.dumps(self.config())]))
+        part = self.layout.part_of(domain) if self.layout else None
+        ctx: dict[str, Any] = {"domain": part.domain, "limits": part.limits} if part else {"domain": keys.DOMAIN,
+                                                                                          "limits": keys.LIMITS}
+        conf = self.config()
+        if not ctx["limits"]:  # tagged: the limits hash is in another slot; its entry for the domain goes in conf
+            ctx.pop("limits")
+            runtime = get_limit(self.server, domain)
+            if runtime:
+                conf["domains"] = {**conf.get("domains", {}), domain: runtime}
+        return float(self._reserve(keys=[self.state_key(domain)], args=[domain, json.dumps(conf), json.dumps(ctx)]))
 
     def set_crawl_delay(self, domain: str, delay: float | None) -> None:
         if delay:
-            self.server.hset(keys.domain_state(domain), "delay", delay)
+            self.server.hset(self.state_key(domain), "delay", delay)
         else:
-            self.server.hdel(keys.domain_state(domain), "delay")
+            self.server.hdel(self.state_key(domain), "delay")
 
 
 # -- run-time limits and the domains' state (the `crawlhub limits` command) -------
@@ -154,6 +169,17 @@ def set_limit(server: redis.Redis, domain: str, rate: object = None, concurrency
     return current
 
 
+def read_limits(server: redis.Redis) -> dict[str, Any]:
+    """Every run-time limit: domain -> {rate, concurrency}."""
+    out: dict[str, Any] = {}
+    for d, raw in server.hgetall(keys.LIMITS).items():
+        try:
+            out[_text(d)] = json.loads(raw)
+        except ValueError:
+            continue
+    return out
+
+
 def get_limit(server: redis.Redis, domain: str) -> dict[str, Any] | None:
     raw = server.hget(keys.LIMITS, domain.lower())
     return json.loads(raw) if raw else None
@@ -163,10 +189,18 @@ def clear_limit(server: redis.Redis, domain: str) -> bool:
     return bool(server.hdel(keys.LIMITS, domain.lower()))
 
 
-def domain_state(server: redis.Redis, domain: str, now: float | None = None) -> dict[str, Any]:
-    """What `crawlhub limits show` prints for a domain (numbers from its Redis hash)."""
+def domain_state(server: redis.Redis, domain: str, now: float | None = None,
+                 layouts: list[keys.Keys] | None = None) -> dict[str, Any]:
+    """What `crawlhub limits show` prints for a domain (numbers from its Redis hash: cluster-wide,
+    or in its partition of the first of ``layouts``, partitioned frontiers, that has one)."""
     now = time.time() if now is None else now
-    raw = {_text(k): _text(v) for k, v in server.hgetall(keys.domain_state(domain)).items()}
+    state, active = keys.domain_state(domain), keys.domain_active(domain)
+    for layout in layouts or []:
+        part = layout.part_of(domain)
+        if server.exists(part.domain_state(domain)):
+            state, active = part.domain_state(domain), part.domain_active(domain)
+            break
+    raw = {_text(k): _text(v) for k, v in server.hgetall(state).items()}
     win, cnt, prev = int(raw.get("win", 0) or 0), int(raw.get("cnt", 0) or 0), int(raw.get("prev", 0) or 0)
     current = int(now // 10)
     if win == current:
@@ -182,15 +216,20 @@ def domain_state(server: redis.Redis, domain: str, now: float | None = None) -> 
         "factor": float(raw.get("factor", 1) or 1),
         "blocked_for": round(max(0.0, until - now), 1),
         "crawl_delay": float(raw["delay"]) if raw.get("delay") else None,
-        "active": server.zcount(keys.domain_active(domain), now, "+inf"),
+        "active": server.zcount(active, now, "+inf"),
         "slowdowns": int(raw.get("slowdowns", 0) or 0),
         "last_request": float(raw["last"]) if raw.get("last") else None,
     }
 
 
-def known_domains(server: redis.Redis, limit: int = 200) -> list[str]:
+def known_domains(server: redis.Redis, limit: int = 200, layouts: list[keys.Keys] | None = None) -> list[str]:
     """Domains most recently crawled first, and those with run-time limits."""
-    recent = [_text(d) for d in server.zrevrange(keys.DOMAINS, 0, limit - 1) if isinstance(d, (bytes, str))]
+    seen: dict[str, float] = {}
+    for zset in [keys.DOMAINS, *(part.known for layout in layouts or [] for part in layout.parts)]:
+        rows: list[tuple[bytes, float]] = server.zrevrange(zset, 0, limit - 1, withscores=True)  # type: ignore[assignment]
+        for d, at in rows:
+            seen[_text(d)] = max(seen.get(_text(d), 0.0), float(at))
+    recent = sorted(seen, key=lambda d: -seen[d])[:limit]
     limited = [_text(d) for d in server.hkeys(keys.LIMITS)]
     return recent + sorted(set(limited) - set(recent))
 
@@ -198,16 +237,18 @@ def known_domains(server: redis.Redis, limit: int = 200) -> list[str]:
 def limit_rows(server: redis.Redis, settings: BaseSettings, domains: list[str] | None = None) -> list[dict[str, Any]]:
     """What `crawlhub limits show` prints: each domain's limit and where it comes from, its state, its robots.txt."""
     from crawlhub.downloadermiddlewares.robots import robots_state
+    from crawlhub.frontier.partitions import partitioned_frontiers
 
     defaults = Politeness.from_settings(server, settings)
+    layouts = partitioned_frontiers(server, settings)
     rows = []
-    for domain in domains or known_domains(server):
+    for domain in domains or known_domains(server, layouts=layouts):
         runtime = get_limit(server, domain)
         configured = (defaults.domains or {}).get(domain)
         limit = {"rate": defaults.rate, "concurrency": defaults.concurrency}
         limit.update(configured or {})
         limit.update(runtime or {})
-        row = domain_state(server, domain)
+        row = domain_state(server, domain, layouts=layouts)
         row.update(limit=limit, source="run time" if runtime else "settings" if configured else "default")
         row["robots"] = {o: r for o in (f"http://{domain}", f"https://{domain}") if (r := robots_state(server, o))}
         rows.append(row)

@@ -22,6 +22,11 @@ def lease_domain(lease_id: str) -> str:
     return lease_id.partition("@")[2]
 
 
+# The fields of one enqueue as the tick script reads them (lua/tick.lua), in order: tab-separated in
+# one argument, the payload in the next.
+ENQUEUE_ARGV = ("kind", "key", "extra", "priority", "force", "ends", "domain")
+
+
 class EnqueueOp(NamedTuple):
     """One request for the shared queue (sent with the worker's next tick)."""
 
@@ -35,6 +40,14 @@ class EnqueueOp(NamedTuple):
     def to_lua(self, spec: list[Any]) -> dict[str, Any]:
         return {"spec": spec, "payload": text(self.payload), "priority": int(self.priority),
                 "force": bool(self.force), "ends": self.ends_lease, "domain": self.domain}
+
+    def to_argv(self, spec: list[Any]) -> list[Any]:
+        """The tick script's two arguments for this request: the :data:`ENQUEUE_ARGV` fields joined by
+        tabs (the filter's spec as kind, key and extra), then the payload. No JSON to decode per link."""
+        extra = spec[2] if len(spec) == 3 and spec[0] != "b" else ",".join(str(x) for x in spec[2:])
+        fields = (spec[0], spec[1], extra, int(self.priority), "1" if self.force else "", self.ends_lease,
+                  self.domain)
+        return ["\t".join(str(f) for f in fields), self.payload]
 
 
 class Finish(NamedTuple):

@@ -19,10 +19,10 @@ def product_price(i: int) -> str:
     return f"{10 + (i * 137) % 9000 / 100:.2f}"
 
 
-def shop_products(count: int) -> list[dict]:
+def shop_products(count: int, first_id: int = 700) -> list[dict]:
     return [
         {
-            "id": str(700 + i),
+            "id": str(first_id + i),
             "name": product_name(i),
             "price": product_price(i),
             "slug": product_name(i).lower().replace(" ", "-"),
@@ -65,6 +65,7 @@ def shop_pages(
     alias_page_one: bool = False,
     chain: bool = False,
     window: int = 2,
+    first_id: int = 700,
 ) -> dict[str, str]:
     """The listing pages of a shop: ``/shop/`` and ``/shop/page/N/``.
 
@@ -75,9 +76,10 @@ def shop_pages(
     ``base`` prefixes absolute links (product and image URLs), like
     scrapeme.live's absolute links; empty = site-relative.
     ``window``: how many pages either side of the current one the
-    pagination links to (WordPress shows 2).
+    pagination links to (WordPress shows 2). ``first_id``: the first product id (several shops
+    with distinct products: items are keyed by host and id, and every local shop is 127.0.0.1).
     """
-    items = shop_products(products)
+    items = shop_products(products, first_id)
     pages = max(1, -(-products // per_page))
 
     def page_url(n: int) -> str:

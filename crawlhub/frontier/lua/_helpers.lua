@@ -1,18 +1,19 @@
 -- Shared helpers. A lease id is "<seq>@<domain>", so every script that ends a
--- lease knows its domain without a lookup. Per-domain state is shared by all
--- spiders (politeness belongs to the domain): crawlhub:domain:<d> (a hash) and
--- crawlhub:domain:<d>:active (a zset of the leases downloading now).
+-- lease knows its domain without a lookup. No script spells a key name: every
+-- name comes in ctx (crawlhub.frontier.keys.PartKeys), all of one partition
+-- (one Redis Cluster slot when tagged). Per-domain politeness state:
+-- <ctx.domain><d> (a hash) and <ctx.domain><d>:active (a zset of the leases
+-- downloading now); untagged, ctx.domain is crawlhub:domain:, shared by all spiders.
 --
 -- A domain's queue: <prefix>:<d> is a sorted set of the priorities it holds
 -- (member = priority, score = -priority) and <prefix>:<d>:<priority> a list of
--- request payloads, first in first out. <spider>:queued counts per domain.
-local DOMAIN = 'crawlhub:domain:'
+-- request payloads, first in first out. ctx.counts counts per domain.
 local function domain_of(id) return string.match(id, '@(.+)$') end
 -- free the concurrency slot of a lease; its domain may be asked again at once
-local function release(spider, id, schedule)
+local function release(ctx, id)
   local d = domain_of(id)
-  if d and redis.call('ZREM', DOMAIN .. d .. ':active', spider .. '/' .. id) == 1 then
-    redis.call('ZADD', schedule, 'XX', 'LT', now, d)
+  if d and redis.call('ZREM', ctx.domain .. d .. ':active', ctx.spider .. '/' .. id) == 1 then
+    redis.call('ZADD', ctx.schedule, 'XX', 'LT', now_s, d)
     return 1
   end
   return 0
@@ -34,9 +35,11 @@ local function pop(ctx, d, k)
     local best = redis.call('ZRANGE', q, 0, 0)
     if #best == 0 then break end
     local l = q .. ':' .. best[1]
-    local got = redis.call('LPOP', l, k - #out)
-    if got then for _, p in ipairs(got) do table.insert(out, p) end end
-    if redis.call('LLEN', l) == 0 then redis.call('ZREM', q, best[1]) end
+    local want = k - #out
+    local got = redis.call('LPOP', l, want) or {}
+    for _, p in ipairs(got) do table.insert(out, p) end
+    -- fewer than asked: the list is empty (Redis deleted it); as many: ask whether it is
+    if #got < want or redis.call('LLEN', l) == 0 then redis.call('ZREM', q, best[1]) end
   end
   if #out > 0 and redis.call('HINCRBY', ctx.counts, d, -#out) <= 0 then redis.call('HDEL', ctx.counts, d) end
   return out
@@ -65,4 +68,12 @@ local function first_seen(spec)
     if redis.call('SETBIT', spec[2], spec[i], 1) == 0 then new = true end
   end
   return new
+end
+-- the same from the tick's flat arguments: kind, key, extra (the value; for 'b', "bits,pos,pos...")
+local function seen_first(kind, key, extra)
+  if kind == 's' then return redis.call('SADD', key, extra) == 1 end
+  if kind == 'f' then return redis.call('BF.ADD', key, extra) == 1 end
+  local spec = {kind, key}
+  for n in string.gmatch(extra, '[^,]+') do table.insert(spec, tonumber(n)) end
+  return first_seen(spec)
 end

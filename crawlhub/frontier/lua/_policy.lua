@@ -1,11 +1,14 @@
 -- The politeness of one domain, computed from its state and limits: interval
 -- between requests (rate, robots Crawl-delay and slow-down factor), burst
 -- tolerance, the time the domain is next ready, and the concurrency cap.
-local function policy(d, conf, limits_key)
-  local sk = DOMAIN .. d
-  local st = redis.call('HMGET', sk, 'tat', 'factor', 'until', 'delay')
+-- Run-time limits (`crawlhub limits`): read from ctx.limits untagged; tagged, the
+-- client sends them in conf.domains (the limits hash is cluster-wide, another slot).
+local function policy(d, conf, ctx)
+  local sk = ctx.domain .. d
+  local st = redis.call('HMGET', sk, 'tat', 'factor', 'until', 'delay', 'win', 'cnt')
   local rate, conc = tonumber(conf['rate']) or 0, tonumber(conf['concurrency']) or 0
-  local lim = redis.call('HGET', limits_key, d)
+  local lim = nil
+  if ctx.limits then lim = redis.call('HGET', ctx.limits, d) end
   if lim then lim = cjson.decode(lim) elseif conf['domains'] then lim = conf['domains'][d] end
   if type(lim) == 'table' then
     if tonumber(lim['rate']) then rate = tonumber(lim['rate']) end
@@ -20,33 +23,33 @@ local function policy(d, conf, limits_key)
   local tat = tonumber(st[1]) or 0
   local tau = interval * ((tonumber(conf['burst']) or 1) - 1)
   return {sk = sk, interval = interval, tau = tau, tat = tat, conc = conc,
-          ready = math.max(tat - tau, tonumber(st[3]) or 0)}
+          ready = math.max(tat - tau, tonumber(st[3]) or 0), win = tonumber(st[5]), cnt = tonumber(st[6]) or 0}
 end
--- take n request slots of a domain at time now (GCRA); counts the rate window
+-- take n request slots of a domain at time now (GCRA); counts the rate window. One HSET (the
+-- state was read with the policy); the key's 7-day expiry is renewed when the window moves on.
 local function take(p, n)
   for i = 1, n do p.tat = math.max(p.tat, now) + p.interval end
   local win = math.floor(now / 10)
-  local w = redis.call('HMGET', p.sk, 'win', 'cnt')
-  if tonumber(w[1]) == win then
-    redis.call('HINCRBY', p.sk, 'cnt', n)
+  if p.win == win then
+    redis.call('HSET', p.sk, 'cnt', p.cnt + n, 'tat', ts(p.tat), 'last', string.format('%.3f', now))
   else
     local prev = 0
-    if tonumber(w[1]) == win - 1 then prev = tonumber(w[2]) or 0 end
-    redis.call('HSET', p.sk, 'win', win, 'cnt', n, 'prev', prev)
+    if p.win == win - 1 then prev = p.cnt end
+    redis.call('HSET', p.sk, 'win', win, 'cnt', n, 'prev', prev, 'tat', ts(p.tat), 'last', string.format('%.3f', now))
+    redis.call('EXPIRE', p.sk, 604800)
   end
-  redis.call('HSET', p.sk, 'tat', string.format('%.6f', p.tat), 'last', string.format('%.3f', now))
-  redis.call('EXPIRE', p.sk, 604800)
+  p.win, p.cnt = win, (p.win == win and p.cnt or 0) + n
 end
 -- a download is over: free its slot; 'slow' (429/503) slows the domain, 'ok' brings it back
 local function finish(ctx, d, lease_id, outcome, retry_after)
-  local sk = DOMAIN .. d
-  if lease_id ~= '' then release(ctx.spider, lease_id, ctx.schedule) end
+  local sk = ctx.domain .. d
+  if lease_id ~= '' then release(ctx, lease_id) end
   local f = tonumber(redis.call('HGET', sk, 'factor') or '1')
   if outcome == 'slow' then
     f = math.min(math.max(f, 1) * 2, tonumber(ctx.factor_max) or 32)
     local untl = now + (tonumber(retry_after) or 0)
     local old = tonumber(redis.call('HGET', sk, 'until') or '0')
-    redis.call('HSET', sk, 'factor', f, 'until', string.format('%.6f', math.max(untl, old)))
+    redis.call('HSET', sk, 'factor', string.format('%.4f', f), 'until', ts(math.max(untl, old)))
     redis.call('HINCRBY', sk, 'slowdowns', 1)
     redis.call('EXPIRE', sk, 604800)
   elseif outcome == 'ok' and f > 1 then
@@ -55,7 +58,7 @@ local function finish(ctx, d, lease_id, outcome, retry_after)
       f = 1
       redis.call('HDEL', sk, 'factor')
     else
-      redis.call('HSET', sk, 'factor', f)
+      redis.call('HSET', sk, 'factor', string.format('%.4f', f))
     end
   end
   return f

@@ -1,6 +1,6 @@
 --! include _now
 -- KEYS: inflight, leases; ARGV: max. Returns id, data pairs of leases past their deadline.
-local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now_s, 'LIMIT', 0, tonumber(ARGV[1]))
 local out = {}
 for _, id in ipairs(ids) do
   table.insert(out, id)

@@ -1,5 +1,5 @@
 --! include _now _helpers
--- ARGV: JSON ctx, lease id, kind ('queue' | 'list' | 'delay' | 'push'), priority or delay seconds, member, domain ('push')
+-- KEYS[1]: the partition's anchor (routing). ARGV: JSON ctx, lease id, kind ('queue' | 'list' | 'delay' | 'push'), priority or delay seconds, member, domain ('push')
 -- queue: a lease goes back to the front of its domain's queue; push: a new request
 -- (a requeued dead letter) to the back; delay: to <spider>:delayed; list: LPUSH (the DLQ)
 local ctx = cjson.decode(ARGV[1])
@@ -10,12 +10,12 @@ if kind == 'push' then
 end
 if redis.call('ZREM', ctx.inflight, id) == 0 then return 0 end
 redis.call('HDEL', ctx.leases, id)
-release(ctx.spider, id, ctx.schedule)
+release(ctx, id)
 local d = domain_of(id) or '?'
 if kind == 'queue' then
   push(ctx, d, ARGV[4], ARGV[5], true)
 elseif kind == 'delay' then
-  redis.call('ZADD', ctx.delayed, now + tonumber(ARGV[4]), d .. '\t' .. ARGV[5])
+  redis.call('ZADD', ctx.delayed, ts(now + tonumber(ARGV[4])), d .. '\t' .. ARGV[5])
 else
   redis.call('LPUSH', ctx.dlq, ARGV[5])
 end

@@ -1,6 +1,6 @@
 --! include _now _helpers
 -- The refresher moves due pages into the frontier, each exactly once per due time.
--- ARGV[1]: JSON {ctx, revisits (hash key), pages: [{fp, due, payload, priority, domain}, ...]}
+-- KEYS[1]: the partition's anchor (routing). ARGV[1]: JSON {ctx, revisits (hash key), pages: [{fp, due, payload, priority, domain}, ...]}
 -- A page is queued (like any request, in its domain's queue, so politeness holds) only if
 -- the revisits hash does not already hold this due time, or a later one, for it: a refresher
 -- that died after queueing a batch, before marking the store, is not repeated by the next one.

@@ -1,12 +1,14 @@
 --! include _now _helpers
--- KEYS: inflight; ARGV: ttl, spider, lease ids. Returns the ids that are no longer leased.
+-- KEYS: inflight; ARGV: JSON ctx (spider, domain), ttl, lease ids. Returns the ids that are no longer leased.
+local ctx = cjson.decode(ARGV[1])
 local lost = {}
+local until_s = ts(now + tonumber(ARGV[2]))
 for i = 3, #ARGV do
   local id = ARGV[i]
   if redis.call('ZSCORE', KEYS[1], id) then
-    redis.call('ZADD', KEYS[1], 'XX', now + tonumber(ARGV[1]), id)
+    redis.call('ZADD', KEYS[1], 'XX', until_s, id)
     local d = domain_of(id)
-    if d then redis.call('ZADD', DOMAIN .. d .. ':active', 'XX', now + tonumber(ARGV[1]), ARGV[2] .. '/' .. id) end
+    if d then redis.call('ZADD', ctx.domain .. d .. ':active', 'XX', until_s, ctx.spider .. '/' .. id) end
   else
     table.insert(lost, id)
   end

@@ -1,9 +1,11 @@
 --! include _now _helpers _policy
--- Everything a worker has to tell the frontier, and the requests it takes,
--- in one call: ARGV[1] is JSON
---   {ctx: {spider, prefix, schedule, counts, inflight, leases, seq, delayed,
---          budget_used, budget, limits, seen, known},
---    enq: [{spec (dupefilter), payload, priority, force, ends (lease id or ''), domain}, ...],
+-- Everything a worker has to tell one partition of the frontier, and the
+-- requests it takes, in one call. KEYS[1]: the partition's anchor key (routing
+-- only); ARGV[2..] the enqueues, 2 arguments each (crawlhub.frontier.records.EnqueueOp.to_argv:
+-- the filter's spec (kind, key, extra), priority, force ('1' or ''), ends (lease id or ''),
+-- domain, tab-separated; then the payload); ARGV[1] is JSON
+--   {ctx: {spider, prefix, schedule, counts, inflight, leases, seq, delayed, seen,
+--          known, domain, dlq; untagged also paused, budget, budget_used, limits},
 --    fin: [{domain, lease ('' = none), outcome, retry_after}, ...],
 --   (crawlhub.frontier.records: EnqueueOp, Finish)
 --    ack: [lease id, ...],
@@ -18,43 +20,68 @@
 local a = cjson.decode(ARGV[1])
 local ctx = a.ctx
 ctx.factor_max, ctx.recovery = a.factor_max, a.recovery
-local added = 0
-for _, e in ipairs(a.enq or {}) do
-  local new = first_seen(e.spec)
-  if new then redis.call('INCR', ctx.seen) end
-  if e.ends ~= '' then
-    redis.call('ZREM', ctx.inflight, e.ends)
-    redis.call('HDEL', ctx.leases, e.ends)
-    release(ctx.spider, e.ends, ctx.schedule)
+local added, fresh = 0, 0
+-- the enqueues: 2 arguments each after ARGV[1]: the link's fields, tab-separated, in the order of
+-- crawlhub.frontier.records.ENQUEUE_ARGV (kind, key, extra, priority, force, ends, domain), then
+-- its payload. No JSON and no table per link: most links are duplicates, and decoding them or
+-- making a Lua table for each costs more than their SADD; one argument for the fields, as many
+-- arguments cost Redis to read.
+for i = 2, #ARGV, 2 do
+  local kind, key, extra, priority, force, ends, domain =
+    string.match(ARGV[i], '^(%a)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t(.*)$')
+  local new = seen_first(kind, key, extra)
+  if new then fresh = fresh + 1 end
+  if ends ~= '' then
+    redis.call('ZREM', ctx.inflight, ends)
+    redis.call('HDEL', ctx.leases, ends)
+    release(ctx, ends)
   end
-  if new or e.force then
+  if new or force == '1' then
     -- a request that replaces a lease (a redirect, the browser fallback, another
     -- proxy) is the same page: first out of its queue, like a lease given back
-    push(ctx, e.domain, e.priority, e.payload, e.ends ~= '')
+    push(ctx, domain, priority, ARGV[i + 1], ends ~= '')
     added = added + 1
   end
 end
+if fresh > 0 then redis.call('INCRBY', ctx.seen, fresh) end
 for _, f in ipairs(a.fin or {}) do finish(ctx, f.domain, f.lease, f.outcome, f.retry_after) end
+-- acks, a few commands per domain instead of four per lease
 local acked = 0
-for _, id in ipairs(a.ack or {}) do
-  acked = acked + redis.call('ZREM', ctx.inflight, id)
-  redis.call('HDEL', ctx.leases, id)
-  release(ctx.spider, id, ctx.schedule)
+local ids = a.ack or {}
+for i = 1, #ids, 500 do
+  local chunk = {unpack(ids, i, math.min(i + 499, #ids))}
+  acked = acked + redis.call('ZREM', ctx.inflight, unpack(chunk))
+  redis.call('HDEL', ctx.leases, unpack(chunk))
+  local by_domain = {}
+  for _, id in ipairs(chunk) do
+    local d = domain_of(id)
+    if d then
+      by_domain[d] = by_domain[d] or {}
+      table.insert(by_domain[d], ctx.spider .. '/' .. id)
+    end
+  end
+  for d, members in pairs(by_domain) do
+    if redis.call('ZREM', ctx.domain .. d .. ':active', unpack(members)) > 0 then
+      redis.call('ZADD', ctx.schedule, 'XX', 'LT', now_s, d)
+    end
+  end
 end
 local out = {'ok', '', added, acked}
 local n = tonumber(a.n) or 0
-if n > 0 and redis.call('EXISTS', ctx.paused) == 1 then
+-- tagged, pause and budget are global keys the client checks before it calls (a.n is within the budget)
+if n > 0 and ctx.paused and redis.call('EXISTS', ctx.paused) == 1 then
   out[1] = 'paused'  -- `crawlhub pause`: nothing is leased until `crawlhub resume`
   return out
 end
 if n > 0 then
-  local due = redis.call('ZRANGEBYSCORE', ctx.delayed, '-inf', now, 'LIMIT', 0, 100)
+  local due = redis.call('ZRANGEBYSCORE', ctx.delayed, '-inf', now_s, 'LIMIT', 0, 100)
   for _, m in ipairs(due) do
     local d, p = split_delayed(m)
     push(ctx, d, priority_of(p), p, false)
     redis.call('ZREM', ctx.delayed, m)
   end
-  local limit = tonumber(redis.call('GET', ctx.budget) or a.default_budget) or 0
+  local limit = 0
+  if ctx.budget then limit = tonumber(redis.call('GET', ctx.budget) or a.default_budget) or 0 end
   if limit > 0 then
     local used = tonumber(redis.call('GET', ctx.budget_used) or '0')
     if used >= limit then out[1] = 'budget'; return out end
@@ -63,7 +90,7 @@ if n > 0 then
   local conf, ttl = a.conf, tonumber(a.ttl)
   -- ready domains, best head-of-queue priority first, then longest ready
   local heads = {}
-  for i, d in ipairs(redis.call('ZRANGEBYSCORE', ctx.schedule, '-inf', now, 'LIMIT', 0, tonumber(a.scan))) do
+  for i, d in ipairs(redis.call('ZRANGEBYSCORE', ctx.schedule, '-inf', now_s, 'LIMIT', 0, tonumber(a.scan))) do
     local h = redis.call('ZRANGE', ctx.prefix .. ':' .. d, 0, 0, 'WITHSCORES')
     if #h == 0 then redis.call('ZREM', ctx.schedule, d) else table.insert(heads, {d, tonumber(h[2]), i}) end
   end
@@ -72,15 +99,15 @@ if n > 0 then
   for _, h in ipairs(heads) do
     if granted >= n then break end
     local d = h[1]
-    local p = policy(d, conf, ctx.limits)
+    local p = policy(d, conf, ctx)
     if p.ready > now then
-      redis.call('ZADD', ctx.schedule, p.ready, d)
+      redis.call('ZADD', ctx.schedule, ts(p.ready), d)
     else
       local ak = p.sk .. ':active'
       local k, room = n - granted, nil
       local share = nil  -- this worker's fair share of the domain's slots, less what it holds
       if p.conc > 0 then
-        redis.call('ZREMRANGEBYSCORE', ak, '-inf', now)
+        redis.call('ZREMRANGEBYSCORE', ak, '-inf', now_s)
         room = p.conc - redis.call('ZCARD', ak)
         k = math.min(k, room)
         local workers = tonumber(a.workers) or 1
@@ -95,7 +122,7 @@ if n > 0 then
       if full_share and k > 0 then
         -- this worker holds its share: the free slots stay for the others, the schedule as it is
       elseif k <= 0 then
-        redis.call('ZADD', ctx.schedule, recheck, d)
+        redis.call('ZADD', ctx.schedule, ts(recheck), d)
       else
         local c, t = 0, p.tat
         while c < k and (p.interval == 0 or t - p.tau <= now) do
@@ -104,22 +131,31 @@ if n > 0 then
         end
         local items = pop(ctx, d, c)
         take(p, #items)
-        for _, item in ipairs(items) do
-          local id = redis.call('INCR', ctx.seq) .. '@' .. d
-          redis.call('ZADD', ctx.inflight, now + ttl, id)
-          redis.call('HSET', ctx.leases, id, a.worker .. '\t' .. string.format('%.3f', now) .. '\t' .. item)
-          redis.call('ZADD', ak, now + ttl, ctx.spider .. '/' .. id)
-          table.insert(out, id)
-          table.insert(out, item)
-          granted = granted + 1
+        if #items > 0 then
+          -- the batch's leases in one command per key: ids seq-#items+1 .. seq
+          local last = redis.call('INCRBY', ctx.seq, #items)
+          local deadline, holder = ts(now + ttl), a.worker .. '\t' .. string.format('%.3f', now) .. '\t'
+          local zin, hset, zact = {}, {}, {}
+          for i, item in ipairs(items) do
+            local id = (last - #items + i) .. '@' .. d
+            table.insert(zin, deadline); table.insert(zin, id)
+            table.insert(hset, id); table.insert(hset, holder .. item)
+            table.insert(zact, deadline); table.insert(zact, ctx.spider .. '/' .. id)
+            table.insert(out, id)
+            table.insert(out, item)
+          end
+          redis.call('ZADD', ctx.inflight, unpack(zin))
+          redis.call('HSET', ctx.leases, unpack(hset))
+          redis.call('ZADD', ak, unpack(zact))
+          granted = granted + #items
         end
-        redis.call('ZADD', ctx.known, now, d)
+        redis.call('ZADD', ctx.known, now_s, d)
         if redis.call('EXISTS', ctx.prefix .. ':' .. d) == 0 then
           redis.call('ZREM', ctx.schedule, d)
         elseif room ~= nil and room <= #items then
-          redis.call('ZADD', ctx.schedule, math.max(p.tat - p.tau, recheck), d)
+          redis.call('ZADD', ctx.schedule, ts(math.max(p.tat - p.tau, recheck)), d)
         else
-          redis.call('ZADD', ctx.schedule, math.max(p.tat - p.tau, now), d)
+          redis.call('ZADD', ctx.schedule, ts(math.max(p.tat - p.tau, now)), d)
         end
       end
     end

@@ -1,0 +1,446 @@
+"""Frontier scale benchmark (#17): Redis CPU per page, how it moves with the queue and the domains, and
+what 3 Redis Cluster masters give against one.
+
+No HTTP and no Scrapy: simulated workers (processes) drive crawlhub's own frontier
+(:class:`crawlhub.frontier.partitions.Partitions`, the tick script and the rest) the way a worker does:
+lease a batch of B requests, and with the next round send, per page leased, L links of which a share
+S were never seen (the rest are duplicates the filter drops), and the page's ack. With L=10 and S=0.1
+the queue holds its size while the run goes on.
+
+Figures, each against its goal:
+
+* Redis CPU per page (leased, its links enqueued, acked), from INFO commandstats: the usec of every
+  script call (its inner commands included) plus the commands the workers send outside scripts (a
+  partitioned round's reads and hint writes, at their command's mean usec), over the pages. The
+  server's main-thread CPU (INFO cpu, sockets included) is printed next to it. Goal: at most 30 us,
+  a ceiling above 33k pages/s per shard. The implied ceiling is 1e6 / (us per page) pages/s; per
+  partition it is the same figure (a partition is one slot: it can have a whole shard), per shard
+  it is shared by the partitions the shard holds. The workers keep crawlhub's local filter
+  (FRONTIER_LOCAL_FILTER_SIZE): of each page's 10 links, 1 is new, 4 are the site's menu and
+  pagination (met on every page of the site: the local filter drops them once seen), 5 are pages met
+  anywhere in the crawl (200,000 of them: the shared filter in Redis finds them).
+* Cost growth: the same, with the queue at 10k .. 10M requests (1,000 domains) and with 10 .. 100k
+  domains (1M requests; --quick: 100k); goal: within 1.5x of the smallest.
+* 3 masters against 1: the same partitioned frontier (24 partitions, their slots placed evenly) on a
+  1-master and on a 3-master local Redis Cluster. Each master's CPU is measured; the cluster's ceiling
+  is pages / (CPU seconds of its busiest master): what it does when its masters, not the clients, are
+  the limit. Goal: 3 masters >= 2.5x one. On a 2-core machine the wall-clock pages/s of the clients
+  (printed too) cannot show it: the simulated workers and the masters share the two cores.
+
+    .venv/bin/python -m bench.frontier_scale            # queue to 10M requests, ~15 min on 2 cores
+    .venv/bin/python -m bench.frontier_scale --quick    # queue to 1M, ~6 min
+
+Every server is started here, on 127.0.0.1, with persistence off, and stopped at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import redis
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+SPIDER = "scale"
+BUCKETS = 32768  # DUPEFILTER_BUCKETS for 10M URLs (docs: buckets >= URLs / 400)
+BATCH, LINKS, NEW_SHARE = 32, 10, 0.1
+LOCAL_FILTER = 100_000  # FRONTIER_LOCAL_FILTER_SIZE's default
+GOAL_US, GOAL_GROWTH, GOAL_SCALE = 30.0, 1.5, 2.5
+CLUSTER_PARTITIONS = 24
+
+
+# -- servers -----------------------------------------------------------------------------------------
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class PlainRedis:
+    def __init__(self, home: Path):
+        self.port = free_port()
+        self.proc = subprocess.Popen(["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                                      "--appendonly", "no", "--dir", str(home)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(100):
+            try:
+                if redis.Redis(port=self.port).ping():
+                    break
+            except redis.ConnectionError:
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+def cpu_seconds(port: int) -> float:
+    info = redis.Redis(port=port).info("cpu")
+    return float(info["used_cpu_user_main_thread"]) + float(info["used_cpu_sys_main_thread"])
+
+
+DIRECT = ("exists", "get", "zrangebyscore", "zrange", "zcard")  # a partitioned round's reads (Partitions._prepare)
+
+
+def commandstats(port: int) -> dict[str, tuple[int, int]]:
+    """command -> (calls, usec), from INFO commandstats."""
+    stats = redis.Redis(port=port).info("commandstats")
+    return {k[8:]: (int(v["calls"]), int(v["usec"])) for k, v in stats.items() if k.startswith("cmdstat_")}
+
+
+def command_usec(before: dict, after: dict, rounds: int, hints: int) -> float:
+    """Redis CPU by INFO commandstats: every script call's usec (its inner commands included) plus the
+    commands the workers sent outside scripts (a partitioned round's reads and hint writes), each at
+    its command's mean usec (the same commands also run inside scripts, so their totals are shared)."""
+    def delta(name: str) -> tuple[int, int]:
+        c0, u0 = before.get(name, (0, 0))
+        c1, u1 = after.get(name, (0, 0))
+        return c1 - c0, u1 - u0
+
+    total = float(delta("evalsha")[1])
+    for name, count in [*((n, rounds) for n in DIRECT), ("zadd", hints)]:
+        calls, usec = delta(name)
+        total += count * (usec / calls if calls else 0.0)
+    return total
+
+
+# -- the frontier, as a worker would hold it -------------------------------------------------------------
+def make_keys(partitions: int, cluster: bool):
+    from scrapy.settings import Settings
+
+    from crawlhub.frontier.keys import Keys
+
+    return Keys.for_spider(Settings({"DUPEFILTER_BUCKETS": BUCKETS}), SPIDER, partitions=partitions, cluster=cluster)
+
+
+def make_partitions(client, partitions: int, cluster: bool):
+    from crawlhub.frontier.dupefilter import ExactFilter
+    from crawlhub.frontier.partitions import Partitions
+
+    keys = make_keys(partitions, cluster)
+    filters = [ExactFilter(part.dupefilter, BUCKETS) for part in keys.parts]
+    return Partitions(client, keys, {"rate": 0, "concurrency": 0}, 16, filters=filters, recheck=0.2)
+
+
+def payload(domain: str, n: int) -> bytes:
+    """A request as crawlhub's serializer writes one (about the same size)."""
+    return json.dumps({"url": f"https://{domain}/catalogue/item-{n}/index.html", "callback": "parse",
+                       "meta": {"depth": 3, "download_slot": domain}, "priority": 0},
+                      separators=(",", ":")).encode()
+
+
+def fill(client, partitions: int, cluster: bool, queued: int, domains: list[str]) -> None:
+    """Queue ``queued`` requests over ``domains`` and put as many fingerprints in the filter, in bulk
+    (what the crawl would have built; the tick script's own layout, so the run reads it as its own)."""
+    keys = make_keys(partitions, cluster)
+    per = max(1, queued // len(domains))
+    pipe = client.pipeline(transaction=False)
+    sent = 0
+    for i, d in enumerate(domains):
+        part = keys.part_of(d)
+        n = per if i < len(domains) - 1 else queued - per * (len(domains) - 1)
+        for start in range(0, n, 2000):
+            pipe.rpush(f"{part.queue}:{d}:0", *(payload(d, j) for j in range(start, min(n, start + 2000))))
+            sent += 1
+        pipe.zadd(f"{part.queue}:{d}", {"0": 0})
+        pipe.hset(part.queued, d, n)
+        pipe.zadd(part.schedule, {d: 0})
+        pipe.incrby(part.seen, n)
+        sent += 1
+        if sent >= 200:
+            pipe.execute()
+            sent = 0
+    # the filter: as many 64-bit fingerprints, spread over every partition's buckets
+    rng = random.Random(1)
+    per_bucket = max(1, queued // (BUCKETS * partitions))
+    for part in keys.parts:
+        for bucket in range(BUCKETS):
+            pipe.sadd(f"{part.dupefilter}:{bucket:x}", *(rng.getrandbits(63) for _ in range(per_bucket)))
+            sent += 1
+            if sent >= 500:
+                pipe.execute()
+                sent = 0
+    pipe.execute()
+
+
+def worker_loop(args: tuple) -> tuple[int, int, int, int, int]:
+    """One simulated worker: (pages leased, enqueued and acked; links sent to Redis; links dropped in the worker;
+    partitioned rounds; hint writes)."""
+    from redis.cluster import ClusterNode, RedisCluster
+
+    from crawlhub.frontier.dupefilter import RecentFingerprints
+    from crawlhub.frontier.records import EnqueueOp, lease_domain
+
+    nodes, partitions, cluster, seconds, seed, domains, old, nav, local = args
+    rng = random.Random(seed)
+    client = (RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", p) for p in nodes]) if cluster
+              else redis.Redis(port=nodes[0]))
+    parts = make_partitions(client, partitions, cluster)
+    recent = RecentFingerprints(LOCAL_FILTER) if local else None
+    pages, sent, dropped, acks, enq, safe = 0, 0, 0, [], [], []
+    rounds, hints = 0, 0
+    counter = seed * 10_000_000
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        result = parts.tick(enq, (), acks, BATCH, f"w{seed}", 60.0, 0, 1, None, safe_acks=safe)
+        if not parts.single:  # the round's reads (pause, budget, the hint) and its hint writes
+            rounds += 1
+            hints += 1
+        safe = result.deferred_ack  # acks held one round (links in other partitions): sent with the next
+        pages += result.tick.acked
+        sent += len(enq)
+        acks, enq = [], []
+        for taken in result.tick.taken:
+            d = lease_domain(taken.lease_id)
+            links = []
+            for k in range(LINKS):
+                if k < round(LINKS * NEW_SHARE):  # new: mostly the same site, some elsewhere
+                    counter += 1
+                    target = rng.choice(domains) if rng.random() < 0.2 else d
+                    links.append((os.urandom(20), target, counter))
+                elif k < LINKS // 2 + 1:  # the site's menu and pagination: on every page of the site
+                    links.append((nav[d][rng.randrange(len(nav[d]))], d, k))
+                else:  # a page met before anywhere in the crawl
+                    fp, target = old[rng.randrange(len(old))]
+                    links.append((fp, target, k))
+            for fp, target, n in links:
+                if recent is not None:
+                    key = recent.key(fp)
+                    if key in recent:
+                        dropped += 1
+                        continue
+                    recent.add(key)
+                enq.append(EnqueueOp(fp, payload(target, n), 0, False, "", target))
+            acks.append(taken.lease_id)
+    return pages, sent, dropped, rounds, hints
+
+
+def run_workload(ports: list[int], partitions: int, cluster: bool, workers: int, seconds: float,
+                 domains: list[str], old, nav, local: bool = True) -> dict:
+    before = {p: (cpu_seconds(p), commandstats(p)) for p in ports}
+    started = time.monotonic()
+    with multiprocessing.get_context("fork").Pool(workers) as pool:
+        out = pool.map(worker_loop, [(ports, partitions, cluster, seconds, i + 1, domains, old, nav, local)
+                                     for i in range(workers)])
+    wall = time.monotonic() - started
+    after = {p: (cpu_seconds(p), commandstats(p)) for p in ports}
+    pages, sent, dropped = (sum(o[i] for o in out) for i in range(3))
+    rounds, hints = (sum(o[i] for o in out) for i in (3, 4))
+    cpu = {p: after[p][0] - before[p][0] for p in ports}
+    # the direct commands are spread over the masters in proportion to their script time (an estimate)
+    usec = {p: command_usec(before[p][1], after[p][1], 0, 0) for p in ports}
+    direct = command_usec({}, {}, 0, 0)
+    scripts = sum(usec.values())
+    if rounds or hints:
+        merged_before = {n: tuple(sum(before[p][1].get(n, (0, 0))[i] for p in ports) for i in range(2)) for n in
+                         {n for p in ports for n in before[p][1]} | {n for p in ports for n in after[p][1]}}
+        merged_after = {n: tuple(sum(after[p][1].get(n, (0, 0))[i] for p in ports) for i in range(2))
+                        for n in merged_before}
+        direct = command_usec(merged_before, merged_after, rounds, hints) - scripts
+    per_port = {p: usec[p] + direct * (usec[p] / scripts if scripts else 1 / len(ports)) for p in ports}
+    return {"pages": pages, "wall": wall, "cpu": cpu, "usec": per_port,
+            "us_per_page": sum(per_port.values()) / max(1, pages),
+            "cpu_us_per_page": sum(cpu.values()) * 1e6 / max(1, pages), "pages_per_s": pages / max(1e-9, wall),
+            "sent_per_page": sent / max(1, pages), "local_share": dropped / max(1, sent + dropped)}
+
+
+def seed_duplicates(client, partitions: int, cluster: bool, names: list[str]) -> tuple[list, dict]:
+    """Links the workers meet again: ``old`` (pages met anywhere in the crawl: 200,000 (fingerprint,
+    domain) pairs) and ``nav`` (per domain, 30 menu and pagination links), each put in the filter of
+    its domain's partition, as the crawl would have."""
+    from crawlhub.frontier.dupefilter import ExactFilter
+
+    keys = make_keys(partitions, cluster)
+    filters = [ExactFilter(part.dupefilter, BUCKETS) for part in keys.parts]
+    rng = random.Random(2)
+    old = [(rng.randbytes(20), rng.choice(names)) for _ in range(200_000)]
+    nav = {d: [rng.randbytes(20) for _ in range(30)] for d in names}
+    pipe = client.pipeline(transaction=False)
+    pairs = old + [(fp, d) for d, fps in nav.items() for fp in fps]
+    for i, (fp, d) in enumerate(pairs):
+        spec = filters[keys.partition_of(d)].spec(fp)
+        pipe.sadd(spec[1], spec[2])
+        if i % 5000 == 4999:
+            pipe.execute()
+    pipe.execute()
+    return old, nav
+
+
+def domain_names(n: int) -> list[str]:
+    return [f"shop{i}.example" for i in range(n)]
+
+
+# -- one shard: cost per page, and its growth ------------------------------------------------------------
+def single_shard(home: Path, queued: int, domains: int, seconds: float, workers: int, partitions: int = 1,
+                 local: bool = True) -> dict:
+    server = PlainRedis(home)
+    try:
+        client = redis.Redis(port=server.port)
+        names = domain_names(domains)
+        t = time.monotonic()
+        fill(client, partitions, False, queued, names)
+        old, nav = seed_duplicates(client, partitions, False, names)
+        filled = time.monotonic() - t
+        result = run_workload([server.port], partitions, False, workers, seconds, names, old, nav, local)
+        result.update(queued=queued, domains=domains, fill_s=filled, local=local,
+                      memory_mb=client.info("memory")["used_memory"] / 2**20)
+        return result
+    finally:
+        server.stop()
+
+
+# -- a cluster: masters against one ------------------------------------------------------------------------
+def place_evenly(cluster, partitions: int) -> None:
+    """Move each partition's (empty) slot so that the masters hold the same number of partitions."""
+    keys = make_keys(partitions, True)
+    masters = cluster.primaries()
+    ids = {p: redis.Redis(port=p).cluster("myid") for p in masters}
+    ids = {p: (v.decode() if isinstance(v, bytes) else v) for p, v in ids.items()}
+    client = redis.Redis(port=masters[0])
+    for i, part in enumerate(keys.parts):
+        slot = client.cluster("keyslot", part.anchor)
+        want = masters[i % len(masters)]
+        owner = next(p for p in masters if _owns(p, slot))
+        if owner == want:
+            continue
+        redis.Redis(port=want).execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", ids[owner])
+        redis.Redis(port=owner).execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", ids[want])
+        for p in masters:
+            redis.Redis(port=p).execute_command("CLUSTER", "SETSLOT", slot, "NODE", ids[want])
+    cluster.wait_ok()
+
+
+def _owns(port: int, slot: int) -> bool:
+    """Whether the node at ``port`` holds ``slot`` (its CLUSTER NODES line: ranges and single slots)."""
+    nodes = redis.Redis(port=port).execute_command("CLUSTER", "NODES")
+    mine = next(line for line in (nodes.decode() if isinstance(nodes, bytes) else nodes).splitlines() if "myself" in line)
+    for part in mine.split()[8:]:
+        if part.startswith("["):
+            continue
+        a, _, b = part.partition("-")
+        if int(a) <= slot <= int(b or a):
+            return True
+    return False
+
+
+def cluster_run(home: Path, masters: int, queued: int, domains: int, seconds: float, workers: int) -> dict:
+    from tests.redis_cluster import LocalRedisCluster
+
+    with LocalRedisCluster(home / f"c{masters}", masters=masters, appendonly=False) as cluster:
+        place_evenly(cluster, CLUSTER_PARTITIONS)
+        client = cluster.client()
+        names = domain_names(domains)
+        fill(client, CLUSTER_PARTITIONS, True, queued, names)
+        old, nav = seed_duplicates(client, CLUSTER_PARTITIONS, True, names)
+        ports = cluster.primaries()
+        result = run_workload(ports, CLUSTER_PARTITIONS, True, workers, seconds, names, old, nav)
+        busiest = max(result["usec"].values()) / 1e6
+        result.update(masters=masters, ceiling=result["pages"] / busiest if busiest else 0.0,
+                      share=[round(u / max(1e-9, sum(result["usec"].values())), 2) for u in result["usec"].values()])
+        return result
+
+
+# -- report ------------------------------------------------------------------------------------------------
+def verdict(ok: bool) -> str:
+    return "meets" if ok else "FALLS SHORT of"
+
+
+def growth_check(label: str, field: str, unit: str, rows: list[dict]) -> list[str]:
+    """Print the cost growth from the first row to the last against its goal; the goal's name if short."""
+    growth = rows[-1]["us_per_page"] / rows[0]["us_per_page"]
+    ok = growth <= GOAL_GROWTH
+    print(f"  {rows[0][field]:,} -> {rows[-1][field]:,} {unit}: cost x{growth:.2f}, goal <= x{GOAL_GROWTH}: "
+          f"{verdict(ok)} the goal")
+    return [] if ok else [f"growth with the {label}"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="smaller sizes (queue to 1M), under 10 minutes")
+    parser.add_argument("--workers", type=int, default=2, help="simulated workers (processes) on one shard; twice as many on the clusters")
+    opts = parser.parse_args()
+    home = Path(tempfile.mkdtemp(prefix="bench-scale-"))
+    queues = [10_000, 100_000, 1_000_000] if opts.quick else [10_000, 100_000, 1_000_000, 10_000_000]
+    domain_sweep = [10, 1_000, 100_000]
+    at_queue = 100_000 if opts.quick else 1_000_000
+    seconds = 8.0 if opts.quick else 15.0
+    short = []
+    print(f"frontier_scale: {opts.workers} simulated workers, batch {BATCH}, {LINKS} links per page "
+          f"({NEW_SHARE:.0%} new), {os.cpu_count()} cores{' (--quick)' if opts.quick else ''}")
+    try:
+        print("\n## One shard (plain redis-server): Redis CPU per page (leased + links enqueued + acked)")
+        print(f"{'layout':>14} {'queued':>10} {'domains':>8} {'pages':>8} {'pages/s':>8} {'us/page':>8} "
+              f"{'ceiling/s':>10} {'cpu us':>7} {'sent/p':>6} {'local':>6} {'MB':>7}")
+        rows = []
+        for partitions in (1, 8):
+            for q in queues:
+                r = single_shard(home, q, 1_000, seconds, opts.workers, partitions)
+                rows.append(("queue", partitions, r))
+            for d in domain_sweep:
+                if d == 1_000 and at_queue in queues:
+                    r = next(x for kind, p, x in rows if kind == "queue" and p == partitions and x["queued"] == at_queue)
+                else:
+                    r = single_shard(home, at_queue, d, seconds, opts.workers, partitions)
+                rows.append(("domains", partitions, r))
+        for kind, partitions, r in rows:
+            if kind == "domains" and r["domains"] == 1_000 and r["queued"] == at_queue:
+                continue
+            label = "classic" if partitions == 1 else f"{partitions} partitions"
+            print(f"{label:>14} {r['queued']:>10,} {r['domains']:>8,} {r['pages']:>8,} {r['pages_per_s']:>8,.0f} "
+                  f"{r['us_per_page']:>8.1f} {1e6 / r['us_per_page']:>10,.0f} {r['cpu_us_per_page']:>7.1f} "
+                  f"{r['sent_per_page']:>6.1f} {r['local_share']:>6.0%} {r['memory_mb']:>7.0f}")
+        print("(us/page: INFO commandstats, scripts with their inner commands plus what the workers send outside "
+              "scripts; cpu us: the main thread's CPU, sockets included; sent/p: links per page sent to Redis after "
+              "the worker's local filter, which dropped the share in 'local')\n")
+        for partitions in (1, 8):
+            label = "classic" if partitions == 1 else f"{partitions} partitions"
+            mine = [r for kind, p, r in rows if p == partitions]
+            worst = max(r["us_per_page"] for r in mine)
+            ok = worst <= GOAL_US
+            print(f"Redis CPU per page ({label}): at most {worst:.1f} us over every size, goal <= {GOAL_US:.0f} us: "
+                  f"{verdict(ok)} the goal (ceiling {1e6 / worst:,.0f} pages/s per shard, "
+                  f"{1e6 / worst * 86400 / 1e9:.2f} billion pages a day)")
+            if not ok:
+                short.append(f"CPU per page ({label})")
+            by_queue = [r for kind, p, r in rows if p == partitions and kind == "queue"]
+            short += growth_check(f"queue ({label})", "queued", "requests", by_queue)
+            by_domains = sorted((r for kind, p, r in rows if p == partitions and kind == "domains"),
+                                key=lambda r: r["domains"])
+            short += growth_check(f"domains ({label})", "domains", "domains", by_domains)
+
+        print(f"\n## Redis Cluster: {CLUSTER_PARTITIONS} partitions placed evenly, {at_queue:,} queued, 1,000 domains, "
+              f"{opts.workers * 2} simulated workers")
+        one = cluster_run(home, 1, at_queue, 1_000, seconds, opts.workers * 2)
+        three = cluster_run(home, 3, at_queue, 1_000, seconds, opts.workers * 2)
+        for r in (one, three):
+            print(f"  {r['masters']} master(s): {r['pages']:,} pages in {r['wall']:.1f}s ({r['pages_per_s']:,.0f} pages/s "
+                  f"measured, client-bound here), Redis {r['us_per_page']:.1f} us/page (cpu {r['cpu_us_per_page']:.1f}), "
+                  f"share per master {r['share']}, ceiling {r['ceiling']:,.0f} pages/s (pages / busiest master's "
+                  "seconds)")
+        scale = three["ceiling"] / one["ceiling"] if one["ceiling"] else 0.0
+        ok = scale >= GOAL_SCALE
+        print(f"3 masters against 1: x{scale:.2f} the ceiling, goal >= x{GOAL_SCALE}: {verdict(ok)} the goal "
+              f"(measured pages/s x{three['pages_per_s'] / max(1, one['pages_per_s']):.2f}: the clients share 2 cores "
+              "with the masters)")
+        if not ok:
+            short.append("3 masters against 1")
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    print("\n" + ("goal met" if not short else "goals short: " + "; ".join(short)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,439 @@
+"""A spider's frontier over its partitions (FRONTIER_PARTITIONS; docs/frontier.md).
+
+A domain belongs to one partition (:func:`crawlhub.frontier.keys.partition_of`),
+with its queue, its politeness state and the duplicate-filter entries of its
+URLs; a lease id names its domain, so every operation on a request or a lease
+goes to one partition, and every Lua script touches the keys of that one
+partition only (one Redis Cluster slot). Nothing needs two partitions at once.
+
+One round of a worker (:meth:`Partitions.tick`) with several partitions:
+
+1. read the hint ``<spider>:ready`` (partition -> when it may next have a
+   request ready), the pause flag and the budget: one pipelined call;
+2. reserve the batch against the budget (INCRBY, the unused part given back
+   after the round), so that the budget is never exceeded;
+3. one tick per partition touched, pipelined (a cluster client sends each
+   to its node): the page's links to their own partitions, the finished
+   downloads and acks to the lease's partition, and the lease spread over
+   up to FRONTIER_PARTITIONS_PER_LEASE ready partitions, in random order
+   so that workers do not crowd one partition;
+4. write back the hint: each partition leased from is next ready when its
+   tick says (or FRONTIER_PARTITION_RECHECK from now when it holds nothing);
+   a partition that received links is ready now.
+
+A hint can be stale (another worker queued links into a partition a moment
+after this worker found it empty): the partition is then asked again within
+FRONTIER_PARTITION_RECHECK seconds. A hint delays work; it never loses it.
+
+One partition on a plain Redis is the classic layout: one tick script call
+per round, pause and budget checked inside it, no hint.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import random
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+from redis.cluster import RedisCluster
+
+from crawlhub.frontier.dupefilter import Filter
+from crawlhub.frontier.keys import Keys
+from crawlhub.frontier.operations import FrontierOps, partition_counts, per_partition
+from crawlhub.frontier.records import DeadLetter, EnqueueOp, ExpiredLease, Finish, Tick, lease_domain, text
+
+
+@dataclass
+class _Round:
+    """What one round sends to one partition."""
+
+    enq: list[EnqueueOp] = field(default_factory=list)
+    fin: list[Finish] = field(default_factory=list)
+    ack: list[str] = field(default_factory=list)
+    n: int = 0
+
+
+@dataclass
+class RoundResult:
+    """A round over several partitions: the merged Tick, and what could not be sent (Redis, or a node, down)."""
+
+    tick: Tick
+    unsent_enq: list[EnqueueOp] = field(default_factory=list)
+    unsent_fin: list[Finish] = field(default_factory=list)
+    unsent_ack: list[str] = field(default_factory=list)
+    deferred_ack: list[str] = field(default_factory=list)  # held for the next round: see Partitions.tick
+    failed: int = 0  # partitions whose call failed
+    error: BaseException | None = None
+
+
+def run_scripts(server: redis.Redis, calls: list[tuple[Any, list[str], list[Any]]],
+                wait: tuple[int, int, list[str]] | None = None) -> list[Any]:
+    """Run script calls (script, keys, args) in one pipeline; a cluster client sends each to its node.
+
+    ``wait``: (replicas, timeout ms, anchor keys): after the calls, WAIT on the node of each anchor
+    (on the connection that wrote, so it covers those writes) until that many replicas have them.
+    Returns each call's reply, or the exception it raised (a node down). A node that does not know
+    a script (a promoted replica, a restarted server) gets it loaded and the call is sent again.
+    """
+    pipe = server.pipeline(transaction=False)
+    for script, keys, args in calls:
+        # EVALSHA by name: redis-py's cluster pipeline refuses its script helper, not the command
+        pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)  # type: ignore[no-untyped-call]
+    if wait:
+        replicas, timeout_ms, anchors = wait
+        if isinstance(server, RedisCluster):
+            nodes = {server.get_node_from_key(k).name: server.get_node_from_key(k) for k in anchors}
+            for node in nodes.values():
+                pipe.execute_command("WAIT", replicas, timeout_ms, target_nodes=node)
+        else:
+            pipe.execute_command("WAIT", replicas, timeout_ms)  # type: ignore[no-untyped-call]
+    try:
+        replies = pipe.execute(raise_on_error=False)[:len(calls)]
+    except redis.RedisError as exc:
+        if len(calls) == 1 or not isinstance(server, RedisCluster):
+            return [exc] * len(calls)
+        # one node is down (a failover under way): the partitions on the others go on, one call each
+        replies = []
+        for script, keys, args in calls:
+            try:
+                replies.append(script(keys=keys, args=args))
+            except redis.RedisError as err:
+                replies.append(err)
+        return replies
+    for i, reply in enumerate(replies):
+        if isinstance(reply, redis.exceptions.NoScriptError):
+            script, keys, args = calls[i]
+            try:
+                replies[i] = script(keys=keys, args=args)  # loads the script, then runs it
+            except redis.RedisError as exc:
+                replies[i] = exc
+    return list(replies)
+
+
+class Partitions:
+    """The scripts of every partition of one spider's frontier, and the operations that span them."""
+
+    def __init__(self, server: redis.Redis, keys: Keys, politeness: dict[str, Any] | None = None, scan: int = 16,
+                 filters: list[Filter] | None = None, factor_max: float = 32.0, recovery: float = 0.8,
+                 per_lease: int = 4, recheck: float = 1.0, replica_wait: int = 0, replica_wait_ms: int = 100):
+        self.server, self.keys = server, keys
+        self.replica_wait, self.replica_wait_ms = replica_wait, replica_wait_ms
+        self.per_lease, self.recheck = max(1, per_lease), recheck
+        self.ops = [FrontierOps(server, keys.part(p), keys.spider, politeness, scan,
+                                filters[p] if filters else None, factor_max, recovery)
+                    for p in range(keys.partitions)]
+        self.limits: dict[str, Any] = {}  # run-time limits (tagged: read by the client, sent in each tick)
+
+    @property
+    def count(self) -> int:
+        return len(self.ops)
+
+    @property
+    def single(self) -> bool:
+        """The classic layout: one untagged partition (the scripts check pause and budget themselves)."""
+        return not self.keys.tagged
+
+    def of(self, domain: str) -> FrontierOps:
+        return self.ops[self.keys.partition_of(domain)]
+
+    def of_lease(self, lease_id: str) -> FrontierOps:
+        return self.of(lease_domain(lease_id))
+
+    # -- one round ------------------------------------------------------------------------------------
+    def tick(self, enqueues: Iterable[EnqueueOp] = (), finishes: Iterable[Finish] = (), acks: Iterable[str] = (),
+             n: int = 0, worker: str = "", ttl: float = 60.0, budget: int = 0, workers: int = 1,
+             held: Mapping[str, int] | None = None, safe_acks: Iterable[str] = ()) -> RoundResult:
+        """One round. ``acks``: leases done since the last round; ``safe_acks``: leases whose pages' links
+        a previous round queued (they end now, in any order).
+
+        A page's links are queued before its lease ends (invariant 2). In one partition that is one
+        script; across partitions the calls of a round run in parallel, so an ack whose page may have
+        links in another partition this round is held for the next round (``deferred_ack``), when
+        those links are known to be queued, and, with FRONTIER_REPLICA_WAIT, on a replica too.
+        """
+        if self.single:
+            return RoundResult(self.ops[0].tick(enqueues, finishes, [*safe_acks, *acks], n, worker, ttl, budget,
+                                                workers, held))
+        rounds: dict[int, _Round] = {}
+        for op in enqueues:
+            rounds.setdefault(self.keys.partition_of(op.domain), _Round()).enq.append(op)
+        for done in finishes:
+            rounds.setdefault(self.keys.partition_of(done.domain), _Round()).fin.append(done)
+        linked = set(rounds)  # partitions that get links this round
+        deferred: list[str] = []
+        for lease_id in safe_acks:
+            rounds.setdefault(self.keys.partition_of(lease_domain(lease_id)), _Round()).ack.append(lease_id)
+        for lease_id in acks:
+            p = self.keys.partition_of(lease_domain(lease_id))
+            if linked - {p}:
+                deferred.append(lease_id)
+            else:
+                rounds.setdefault(p, _Round()).ack.append(lease_id)
+        status, reserved, wait = "ok", 0, None
+        if n > 0:
+            status, reserved, ready, wait = self._prepare(n, budget)
+            chosen = ready[:self.per_lease]
+            share = math.ceil(reserved / len(chosen)) if chosen else 0
+            left = reserved
+            for p in chosen:
+                rounds.setdefault(p, _Round()).n = min(share, left)
+                left -= min(share, left)
+        order = sorted(rounds)
+        calls = []
+        for p in order:
+            r, ops = rounds[p], self.ops[p]
+            calls.append((ops.tick_script, ops.anchor, ops.tick_args(
+                r.enq, r.fin, r.ack, r.n, worker, ttl, 0, workers, held if r.n else None, self.limits)))
+        wait_for = None
+        if self.replica_wait and linked:
+            wait_for = (self.replica_wait, self.replica_wait_ms, [self.ops[p].keys.anchor for p in sorted(linked)])
+        replies = run_scripts(self.server, calls, wait_for) if calls else []
+        merged = Tick([], None, budget_exhausted=status == "budget", paused=status == "paused")
+        result = RoundResult(merged, deferred_ack=deferred)
+        hints: dict[str, float] = {}
+        added_to: list[str] = []
+        now = time.time()
+        for p, reply in zip(order, replies, strict=True):
+            r = rounds[p]
+            if isinstance(reply, BaseException):
+                result.unsent_enq += r.enq
+                result.unsent_fin += r.fin
+                result.unsent_ack += r.ack
+                result.failed += 1
+                result.error = reply
+                continue
+            got = Tick.from_reply(reply)
+            merged.taken += got.taken
+            merged.added += got.added
+            merged.acked += got.acked
+            if got.wait is not None:
+                merged.wait = got.wait if merged.wait is None else min(merged.wait, got.wait)
+            if r.n:
+                hints[str(p)] = now + (got.wait if got.wait is not None else self.recheck)
+            elif got.added:
+                added_to.append(str(p))
+        if merged.wait is None and wait is not None:
+            merged.wait = wait
+        if calls and result.failed == len(calls):
+            raise result.error if isinstance(result.error, redis.RedisError) else redis.ConnectionError(str(result.error))
+        self._after(hints, added_to, reserved - len(merged.taken) if reserved else 0, now)
+        return result
+
+    def _prepare(self, n: int, budget: int) -> tuple[str, int, list[int], float | None]:
+        """Pause, budget and the ready partitions: (status, requests to lease, partitions, wait if none is ready)."""
+        k = self.keys
+        pipe = self.server.pipeline(transaction=False)
+        pipe.exists(k.paused)
+        pipe.get(k.budget)
+        pipe.zrangebyscore(k.ready, "-inf", time.time(), start=0, num=max(64, self.per_lease * 4))
+        pipe.zrange(k.ready, 0, 0, withscores=True)
+        pipe.zcard(k.ready)
+        paused, stored, ready_raw, first, hinted = pipe.execute()
+        if paused:
+            return "paused", 0, [], None
+        ready = [int(text(p)) for p in ready_raw if text(p).isdigit() and int(text(p)) < self.count]
+        random.shuffle(ready)  # workers spread over the ready partitions instead of crowding one
+        if int(hinted) < self.count:
+            # a new frontier, or a hint lost in a failover: partitions never hinted are asked too, after the others
+            hinted_now: list[bytes] = self.server.zrange(k.ready, 0, -1)  # type: ignore[assignment]
+            known = {int(text(p)) for p in hinted_now if text(p).isdigit()}
+            unknown = [p for p in range(self.count) if p not in known]
+            random.shuffle(unknown)
+            ready += unknown
+        wait = max(0.0, float(first[0][1]) - time.time()) if first else None
+        limit = int(stored) if stored is not None else budget
+        if limit <= 0:
+            return "ok", n if ready else 0, ready, wait
+        if not ready:
+            return "ok", 0, ready, wait
+        used = int(self.server.incrby(k.budget_used, n))
+        allowed = max(0, min(n, limit - (used - n)))
+        if allowed < n:
+            self.server.decrby(k.budget_used, n - allowed)
+        return ("ok" if allowed else "budget"), allowed, ready, wait
+
+    def _after(self, hints: dict[str, float], added_to: list[str], unused: int, now: float) -> None:
+        if not (hints or added_to or unused > 0):
+            return
+        pipe = self.server.pipeline(transaction=False)
+        if hints:
+            pipe.zadd(self.keys.ready, hints)
+        if added_to:
+            pipe.zadd(self.keys.ready, dict.fromkeys(added_to, now), lt=True)
+            pipe.zadd(self.keys.ready, dict.fromkeys(added_to, now), nx=True)
+        if unused > 0:
+            pipe.decrby(self.keys.budget_used, unused)
+        # a hint lost: stale for at most FRONTIER_PARTITION_RECHECK; the budget: counted a little high
+        with contextlib.suppress(redis.RedisError):
+            pipe.execute()
+
+    def mark_ready(self, domain: str) -> None:
+        """A request was queued without a tick (a requeued dead letter, the refresher): its partition has work."""
+        if self.single:
+            return
+        p = str(self.keys.partition_of(domain))
+        self.server.zadd(self.keys.ready, {p: time.time()}, lt=True)
+        self.server.zadd(self.keys.ready, {p: time.time()}, nx=True)
+
+    # -- operations routed to one partition ----------------------------------------------------------
+    def finish(self, done: Finish) -> float:
+        return self.of(done.domain).finish(done)
+
+    def requeue(self, lease_id: str, payload: bytes, priority: int) -> bool:
+        moved = self.of_lease(lease_id).requeue(lease_id, payload, priority)
+        if moved:
+            self.mark_ready(lease_domain(lease_id))
+        return moved
+
+    def delay(self, lease_id: str, payload: bytes, seconds: float) -> bool:
+        moved = self.of_lease(lease_id).delay(lease_id, payload, seconds)
+        if moved and not self.single:
+            p = str(self.keys.partition_of(lease_domain(lease_id)))
+            due = time.time() + seconds
+            self.server.zadd(self.keys.ready, {p: due}, lt=True)
+            self.server.zadd(self.keys.ready, {p: due}, nx=True)
+        return moved
+
+    def dead_letter(self, lease_id: str, record: DeadLetter) -> bool:
+        return self.of_lease(lease_id).dead_letter(lease_id, record)
+
+    def push(self, payload: bytes | str, priority: int, domain: str) -> None:
+        self.of(domain).push(payload, priority, domain)
+        self.mark_ready(domain)
+
+    def refresh(self, pages: list[dict[str, Any]]) -> list[str]:
+        by_part: dict[int, list[dict[str, Any]]] = {}
+        for page in pages:
+            by_part.setdefault(self.keys.partition_of(page["domain"]), []).append(page)
+        queued: list[str] = []
+        for p, group in sorted(by_part.items()):
+            moved = self.ops[p].refresh(group)
+            if moved:
+                self.mark_ready(group[0]["domain"])
+            queued += moved
+        return queued
+
+    def renew(self, lease_ids: Iterable[str], ttl: float) -> list[str]:
+        by_part: dict[int, list[str]] = {}
+        for lease_id in lease_ids:
+            by_part.setdefault(self.keys.partition_of(lease_domain(lease_id)), []).append(lease_id)
+        lost: list[str] = []
+        error: redis.RedisError | None = None
+        for p, ids in sorted(by_part.items()):
+            try:
+                lost += self.ops[p].renew(ids, ttl)
+            except redis.RedisError as exc:  # that partition's node is down: the others are renewed all the same
+                error = exc
+        if error is not None and len(by_part) == 1:
+            raise error
+        return lost
+
+    def expired(self, limit: int = 100) -> list[ExpiredLease]:
+        found: list[ExpiredLease] = []
+        for ops in self.ops:
+            try:
+                found += ops.expired(max(1, limit - len(found)))
+            except redis.RedisError:  # that partition's node is down: reclaimed when it is back
+                continue
+            if len(found) >= limit:
+                break
+        return found
+
+    # -- what is there (reads over every partition) -------------------------------------------------------
+    def pending(self) -> bool:
+        """Anything queued or waiting to retry in any partition (two ZCARDs per partition, one pipeline)."""
+        pipe = self.server.pipeline(transaction=False)
+        for ops in self.ops:
+            pipe.zcard(ops.keys.schedule)
+            pipe.zcard(ops.keys.delayed)
+        return any(pipe.execute())
+
+    def queued(self) -> dict[str, int]:
+        from crawlhub.frontier.operations import queued_per_domain
+
+        return queued_per_domain(self.server, self.keys)
+
+    def counts(self) -> dict[str, int]:
+        counts = partition_counts(self.server, self.keys.parts)
+        return {"seeds": int(self.server.llen(self.keys.seeds)), **counts}
+
+
+class LayoutMismatch(RuntimeError):
+    """This worker's FRONTIER_PARTITIONS (or server kind) differs from the layout the crawl's frontier has."""
+
+
+def describe(keys: Keys) -> str:
+    return f"{keys.partitions} partition{'s' if keys.partitions != 1 else ''}{' (hash-tagged)' if keys.tagged else ''}"
+
+
+def claim_layout(server: redis.Redis, keys: Keys) -> None:
+    """Record the frontier's layout at ``<spider>:partitions`` (its first worker), or check it.
+
+    A frontier's layout is fixed for its life: a domain's partition is a hash modulo the count, so
+    another count would look for queued requests, leases and filter entries where they are not.
+    Raises :class:`LayoutMismatch` naming both.
+    """
+    wanted = f"{keys.partitions}{':tagged' if keys.tagged else ''}"
+    if server.set(keys.layout, wanted, nx=True):
+        classic = keys.with_partitions(1)
+        if keys.tagged and any(server.exists(k) for k in (classic.part(0).schedule, classic.part(0).inflight,
+                                                            classic.part(0).delayed)):
+            server.delete(keys.layout)
+            raise LayoutMismatch(
+                f"{keys.spider} has a crawl in progress in the classic layout (one partition, untagged); this worker "
+                f"wants {describe(keys)}: finish it or `crawlhub reset {keys.spider}` first (docs/deploy.md: moving "
+                "to a Redis Cluster)")
+        return
+    stored = text(server.get(keys.layout) or b"")
+    if stored and stored != wanted:
+        count, _, tag = stored.partition(":")
+        other = keys.with_partitions(int(count), cluster=bool(tag)) if count.isdigit() else keys
+        raise LayoutMismatch(
+            f"the frontier of {keys.spider} has {describe(other)}, this worker {describe(keys)}: give every worker of "
+            "a spider the same FRONTIER_PARTITIONS and the same Redis (or `crawlhub reset` the spider to start over)")
+
+
+def layout_of(server: redis.Redis, keys: Keys) -> Keys:
+    """``keys`` with the partition count the frontier recorded (the CLI reads a crawl another process set up)."""
+    stored = text(server.get(keys.layout) or b"")
+    count, _, tag = stored.partition(":")
+    if count.isdigit() and int(count) >= 1:
+        return keys.with_partitions(int(count), cluster=bool(tag))
+    return keys
+
+
+def frontier_keys(server: redis.Redis, settings: Any, spider: str) -> Keys:
+    """A spider's keys as its frontier is laid out on ``server`` (the recorded partition count, the
+    settings' when none is recorded yet; every partition tagged on a Redis Cluster)."""
+    return layout_of(server, Keys.for_spider(settings, spider, cluster=isinstance(server, RedisCluster)))
+
+
+def partitioned_frontiers(server: redis.Redis, settings: Any) -> list[Keys]:
+    """The keys of every spider whose frontier is partitioned (hash-tagged) on ``server``."""
+    found = []
+    for raw in server.scan_iter("*:partitions", count=1000):
+        name = text(raw)
+        if "{" in name:
+            continue
+        keys = frontier_keys(server, settings, name[: -len(":partitions")])
+        if keys.tagged and keys.layout == name:
+            found.append(keys)
+    return sorted(found, key=lambda k: k.spider)
+
+
+def partition_rows(server: redis.Redis, keys: Keys) -> list[dict[str, Any]]:
+    """What `crawlhub partitions SPIDER` prints: per partition its hash tag, Redis Cluster slot, node (on a
+    cluster), domains, queued, in flight, waiting to retry, dead letters and URLs seen."""
+    from redis.crc import key_slot
+
+    rows = []
+    for p, (part, counts) in enumerate(zip(keys.parts, per_partition(server, keys.parts), strict=True)):
+        node = server.get_node_from_key(part.anchor).name if isinstance(server, RedisCluster) else ""
+        rows.append({"partition": p, "tag": part.tag, "slot": key_slot(part.anchor.encode()) if part.tag else None,
+                     "node": node, **counts})
+    return rows

@@ -1,0 +1,200 @@
+"""The partitioned frontier (#17) on a plain Redis: key layout, routing, pause, budget, completion, acks
+held across partitions, dead letters and reset over every partition."""
+
+from __future__ import annotations
+
+import json
+import threading
+import zlib
+
+import pytest
+from scrapy.settings import Settings
+
+from crawlhub.frontier import control
+from crawlhub.frontier.dupefilter import make_filters
+from crawlhub.frontier.keys import Keys, partition_of
+from crawlhub.frontier.partitions import LayoutMismatch, Partitions, claim_layout, frontier_keys
+from crawlhub.frontier.records import DeadLetter, EnqueueOp, lease_domain
+from tests.helpers import project_settings
+
+DOMAINS = [f"site{i}.test" for i in range(12)]
+
+
+def layout(partitions: int, spider: str = "sp") -> Keys:
+    return Keys.for_spider(Settings(project_settings()), spider, partitions=partitions)
+
+
+def partitioned(redis_client, partitions: int = 4, **kwargs) -> Partitions:
+    keys = layout(partitions)
+    claim_layout(redis_client, keys)
+    filters = make_filters(redis_client, Settings(project_settings()), keys)
+    return Partitions(redis_client, keys, {"rate": 0}, filters=filters, recheck=0.05, **kwargs)
+
+
+def op(url_id: str, domain: str, ends: str = "", force: bool = False) -> EnqueueOp:
+    payload = json.dumps({"url": f"http://{domain}/{url_id}"}).encode()
+    return EnqueueOp(zlib.crc32(f"{domain}/{url_id}".encode()).to_bytes(4, "big").hex() * 5, payload, 0, force, ends,
+                     domain)
+
+
+def test_a_partition_is_one_hash_tag_and_a_domain_has_one_partition():
+    keys = layout(8)
+    assert keys.tagged and keys.partition_of("example.com") == zlib.crc32(b"example.com") % 8 == partition_of(
+        "example.com", 8)
+    for p in range(8):
+        part = keys.part(p)
+        names = [*part.names(), part.domain_state("a.test"), part.domain_active("a.test")]
+        assert all(n.startswith("{sp:%d}:" % p) for n in names), names  # noqa: UP031
+        assert part.paused is None and part.budget is None and part.limits is None
+    assert "{" not in keys.paused + keys.budget + keys.seeds + keys.ready + keys.stats
+    classic = layout(1)
+    assert not classic.tagged and classic.part(0).queue == "sp:requests" and classic.queue == "sp:requests"
+    with pytest.raises(AttributeError, match="8 partitions"):
+        keys.inflight  # noqa: B018
+    assert Keys.for_spider(Settings(project_settings()), "sp", partitions=1, cluster=True).part(0).tag == "{sp:0}"
+
+
+def test_the_layout_is_fixed_for_the_life_of_a_frontier(redis_client):
+    claim_layout(redis_client, layout(4))
+    claim_layout(redis_client, layout(4))  # the same: fine
+    with pytest.raises(LayoutMismatch, match="has 4 partitions .* this worker 8 partitions"):
+        claim_layout(redis_client, layout(8))
+    assert frontier_keys(redis_client, Settings(project_settings(FRONTIER_PARTITIONS=2)), "sp").partitions == 4
+    # a classic crawl in progress is not silently left behind
+    redis_client.zadd("other:domains", {"a.test": 0})
+    with pytest.raises(LayoutMismatch, match="classic layout"):
+        claim_layout(redis_client, layout(4, "other"))
+    assert not redis_client.exists("other:partitions")
+
+
+def test_links_go_to_their_domains_partitions_and_every_request_is_leased_once(redis_client):
+    parts = partitioned(redis_client)
+    ops = [op(str(i), DOMAINS[i % len(DOMAINS)]) for i in range(120)]
+    first = parts.tick(ops)
+    assert first.tick.added == 120 and not first.failed
+    assert parts.tick(ops).tick.added == 0, "the duplicate filter holds in every partition"
+    counts = parts.counts()
+    assert counts["queued"] == 120 and counts["seen"] == 120
+    used = {p for p in range(4) if redis_client.exists(parts.keys.part(p).queued)}
+    assert len(used) >= 3, used
+    for d in DOMAINS:  # a domain's queue is in its own partition only
+        p = parts.keys.partition_of(d)
+        assert redis_client.hexists(parts.keys.part(p).queued, d)
+        assert not any(redis_client.hexists(parts.keys.part(q).queued, d) for q in range(4) if q != p)
+    taken: list[str] = []
+    for _ in range(200):
+        got = parts.tick(n=16, worker="w").tick
+        taken += [t.lease_id for t in got.taken]
+        if len(taken) == 120:
+            break
+    assert len(taken) == len(set(taken)) == 120
+    assert parts.pending() is False and parts.counts()["inflight"] == 120
+    parts.tick(acks=taken)
+    assert parts.counts()["inflight"] == 0
+
+
+def test_an_ack_waits_one_round_for_links_queued_in_another_partition(redis_client):
+    parts = partitioned(redis_client)
+    a, b = next((x, y) for x in DOMAINS for y in DOMAINS if parts.keys.partition_of(x) != parts.keys.partition_of(y))
+    parts.tick([op("parent", a)])
+    lease = parts.tick(n=1, worker="w").tick.taken[0].lease_id
+    result = parts.tick([op("child", b)], acks=[lease])
+    assert result.deferred_ack == [lease], "the ack must not race the link into another partition"
+    assert parts.counts()["inflight"] == 1 and parts.counts()["queued"] == 1
+    parts.tick(safe_acks=result.deferred_ack)
+    assert parts.counts()["inflight"] == 0
+    # links into the lease's own partition: one script, no wait
+    parts.tick([op("sibling", a)])
+    lease = next(t.lease_id for t in parts.tick(n=5, worker="w").tick.taken if lease_domain(t.lease_id) == a)
+    assert parts.tick([op("same", a)], acks=[lease]).deferred_ack == []
+
+
+def test_pause_reaches_every_partition_and_resume_lets_them_lease(redis_client):
+    parts = partitioned(redis_client)
+    parts.tick([op(str(i), DOMAINS[i % len(DOMAINS)]) for i in range(24)])
+    control.pause(redis_client, parts.keys)
+    paused = parts.tick(n=24, worker="w").tick
+    assert paused.paused and paused.taken == []
+    assert control.resume(redis_client, parts.keys)
+    assert len(parts.tick(n=24, worker="w").tick.taken) > 0
+
+
+def test_the_budget_is_never_exceeded_by_concurrent_workers(redis_client):
+    parts = [partitioned(redis_client) for _ in range(4)]
+    parts[0].tick([op(str(i), DOMAINS[i % len(DOMAINS)]) for i in range(300)])
+    control.budget(redis_client, parts[0].keys, 0, pages=50)
+    taken: list[str] = []
+    lock = threading.Lock()
+
+    def work(p: Partitions) -> None:
+        for _ in range(60):
+            got = p.tick(n=7, worker="w").tick
+            with lock:
+                taken.extend(t.lease_id for t in got.taken)
+            if got.budget_exhausted:
+                return
+
+    threads = [threading.Thread(target=work, args=(p,)) for p in parts]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(taken) == 50, f"{len(taken)} leased under a budget of 50"
+    assert int(redis_client.get(parts[0].keys.budget_used)) == 50
+    assert parts[0].tick(n=5, worker="w").tick.budget_exhausted
+
+
+def test_completion_waits_for_every_partition(redis_client):
+    parts = partitioned(redis_client, partitions=6)
+    assert not parts.pending()
+    last = DOMAINS[-1]
+    parts.tick([op("only", last)])
+    assert parts.pending(), "one request in one partition of six is pending work"
+    lease = parts.tick(n=1, worker="w").tick.taken[0].lease_id
+    assert not parts.pending() and parts.counts()["inflight"] == 1
+    parts.delay(lease, b'{"url": "http://x/"}', 0.2)
+    assert parts.pending(), "a retry waiting in its partition is pending work"
+
+
+def test_dead_letters_requeue_and_reset_span_every_partition(redis_client):
+    parts = partitioned(redis_client)
+    ops = [op(str(i), d) for i, d in enumerate(DOMAINS)]
+    parts.tick(ops)
+    leases = []
+    for _ in range(20):
+        leases += parts.tick(n=12, worker="w").tick.taken
+        if len(leases) == 12:
+            break
+    for t in leases:
+        d = lease_domain(t.lease_id)
+        letter = DeadLetter(f"http://{d}/x", "sp", 3, 500, "HTTP 500", 1.0, 2.0, "w", t.payload.decode())
+        assert parts.dead_letter(t.lease_id, letter)
+    letters = control.dead_letters(redis_client, parts.keys)
+    assert len(letters) == 12 and len({p for p in range(4) if redis_client.llen(parts.keys.part(p).dlq)}) >= 3
+    raw, letter = letters[0]
+    assert control.requeue_dead_letter(redis_client, parts.keys, raw, letter)
+    assert len(control.dead_letters(redis_client, parts.keys)) == 11 and parts.counts()["queued"] == 1
+    assert control.reset(redis_client, parts.keys) > 0
+    assert redis_client.keys("*sp*") == [], redis_client.keys("*sp*")
+
+
+def test_two_workers_crawl_several_sites_through_partitions_on_a_plain_redis(env, site, redis_client, mongo_db,
+                                                                              tmp_path):
+    """FRONTIER_PARTITIONS on one Redis (to test, or to prepare a move to a cluster): the same crawl."""
+    from collections import Counter
+
+    from tests.harness import run_workers
+    from tests.sites.shop import shop_pages
+
+    shops = [site(shop_pages(20 * 4, 4, first_id=1000 * (i + 1)), delay=0.05) for i in range(3)]
+    for shop in shops:
+        redis_client.lpush("scrapeme:start_urls", f"{shop.url}/shop/")
+    run_workers("scrapeme", {**env, "FRONTIER_PARTITIONS": "4"}, tmp_path, 2, CONCURRENT_REQUESTS=4)
+    for shop in shops:
+        fetched = Counter(shop.fetched("/shop"))
+        assert set(fetched) == set(shop.pages) and max(fetched.values()) == 1, fetched
+    ids = Counter(d["id"] for d in mongo_db.products.find({}, {"id": 1}))
+    assert len(ids) == 3 * 80 and max(ids.values()) == 1
+    assert redis_client.get("scrapeme:partitions") == b"4:tagged"
+    assert not redis_client.exists("scrapeme:requests", "scrapeme:inflight", "scrapeme:domains")
+    assert any(k.startswith(b"{scrapeme:") for k in redis_client.keys("*"))

@@ -1,0 +1,197 @@
+"""Integration (#17): real `scrapy crawl` workers on a real local Redis Cluster (3 masters on loopback
+ports, started and stopped here), a partitioned frontier, several local sites (several domains, so
+several partitions). The sites' own access logs and MongoDB are the judges."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+
+import pytest
+from scrapy.settings import Settings
+
+from crawlhub._utils.urls import domain_of
+from crawlhub.frontier.keys import Keys
+from tests.harness import cli, start_worker, wait_all, worker_records
+from tests.redis_cluster import LocalRedisCluster
+from tests.sites.shop import shop_pages
+
+SHOPS, PAGES, PER_PAGE = 4, 24, 4  # 4 shops of 24 listing pages (96 products each)
+PARTITIONS = 8
+LEASES = {"LEASE_TTL": 3, "LEASE_RECLAIM_INTERVAL": 1, "MAX_IDLE_TIME_BEFORE_CLOSE": 3}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    with LocalRedisCluster(tmp_path_factory.mktemp("cluster"), masters=3) as c:
+        yield c
+
+
+@pytest.fixture
+def cluster_env(env, cluster):
+    cluster.flush()
+    env = dict(env)
+    env.pop("REDIS_URL")
+    env.update(REDIS_CLUSTER_NODES=cluster.nodes, FRONTIER_PARTITIONS=str(PARTITIONS))
+    return env
+
+
+def start_shops(site, delay=0.05, **kwargs) -> list:
+    return [site(shop_pages(PAGES * PER_PAGE, PER_PAGE, first_id=1000 * (i + 1), **kwargs), delay=delay)
+            for i in range(SHOPS)]
+
+
+def seed(client, shops) -> None:
+    for shop in shops:
+        client.lpush("scrapeme:start_urls", f"{shop.url}/shop/")
+
+
+def assert_each_page_once(shops, mongo_db, allow_refetch: bool = False) -> Counter:
+    refetched: Counter = Counter()
+    for shop in shops:
+        fetched = Counter(shop.fetched("/shop"))
+        assert set(fetched) == set(shop.pages), f"{shop.url}: never fetched {sorted(set(shop.pages) - set(fetched))[:5]}"
+        twice = {p: n for p, n in fetched.items() if n > 1}
+        if not allow_refetch:
+            assert not twice, f"{shop.url}: fetched twice {twice}"
+        refetched.update(twice)
+    docs = list(mongo_db.products.find({}, {"id": 1}))
+    ids = Counter(d["id"] for d in docs)
+    assert len(ids) == SHOPS * PAGES * PER_PAGE, f"{len(ids)} products stored, expected {SHOPS * PAGES * PER_PAGE}"
+    assert max(ids.values()) == 1, f"stored twice: {[k for k, v in ids.items() if v > 1][:5]}"
+    return refetched
+
+
+LAYOUT = Keys.for_spider(Settings(), "scrapeme", partitions=PARTITIONS, cluster=True)
+
+
+def partitions_used(shops) -> set[int]:
+    return {LAYOUT.partition_of(domain_of(s.url)) for s in shops}
+
+
+def busiest_second(times: list[float]) -> int:
+    return max((sum(1 for u in times if t <= u < t + 1.0) for t in times), default=0)
+
+
+def test_three_workers_on_a_three_master_cluster_fetch_each_page_once(cluster_env, cluster, site, mongo_db, tmp_path):
+    shops = start_shops(site)
+    client = cluster.client()
+    seed(client, shops)
+    env = {**cluster_env, "DOMAIN_RATE": "8"}  # per domain, for the whole cluster
+    workers = [start_worker("scrapeme", env, tmp_path, f"w{i}", CONCURRENT_REQUESTS=4) for i in range(3)]
+    wait_all(workers, 180)
+
+    assert_each_page_once(shops, mongo_db)
+    for shop in shops:
+        times = sorted(h.arrived for h in shop.hits)
+        assert busiest_second(times) <= 9, f"{shop.url}: {busiest_second(times)} requests in one second at 8/s"
+    used = partitions_used(shops)
+    assert len(used) >= 2, f"the shops' domains all fell in one partition ({used}): the test proves less"
+    # every partition's keys carry its hash tag, and the crawl's keys spread over the masters
+    keys = [k.decode() for k in client.scan_iter("*", count=1000)]
+    tagged = [k for k in keys if k.startswith("{scrapeme:")]
+    assert tagged and all(k.startswith(tuple("{scrapeme:%d}:" % p for p in used)) for k in tagged), tagged[:5]  # noqa: UP031
+    records = worker_records(client, "scrapeme")
+    assert len(records) == 3 and all(r["state"] == "finished" for r in records)
+    assert sum(1 for r in records if r["pages"] > 0) >= 2, f"work was not shared: {records}"
+    status = json.loads(cli(env, "status", "scrapeme", "--json").stdout)
+    assert status["partitions"] == PARTITIONS and status["queued"] == 0 and status["inflight"] == 0
+    assert status["seen"] == sum(len(set(s.pages)) for s in shops)
+    for worker in workers:
+        assert "Traceback" not in worker.log(), worker.log()[-3000:]
+
+
+def test_the_crawlhub_command_steers_a_crawl_on_a_cluster(cluster_env, cluster, site, mongo_db, tmp_path):
+    shops = start_shops(site, delay=0.1)
+    client = cluster.client()
+    env = cluster_env
+    for shop in shops:
+        assert cli(env, "seed", "scrapeme", f"{shop.url}/shop/").returncode == 0
+    assert cli(env, "pause", "scrapeme").returncode == 0
+    worker = start_worker("scrapeme", env, tmp_path, "w0", CONCURRENT_REQUESTS=4)
+    time.sleep(6)
+    assert sum(len(s.fetched("/shop")) for s in shops) <= 4, "a paused crawl leased pages (seeds are fetched once)"
+    out = cli(env, "status", "scrapeme", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["paused"] is True
+    assert cli(env, "resume", "scrapeme").returncode == 0
+    wait_all([worker], 180)
+    assert_each_page_once(shops, mongo_db)
+    shown = cli(env, "limits", "show", "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert {domain_of(s.url) for s in shops} <= {row["domain"] for row in json.loads(shown.stdout)}
+    assert cli(env, "dlq", "list", "scrapeme").returncode == 0
+    shown = cli(env, "partitions", "scrapeme", "--json")
+    assert shown.returncode == 0, shown.stderr
+    table = json.loads(shown.stdout)
+    assert table["partitions"] == PARTITIONS and len(table["rows"]) == PARTITIONS
+    assert sum(r["seen"] for r in table["rows"]) == sum(len(set(s.pages)) for s in shops)
+    assert {r["node"] for r in table["rows"]} <= {f"127.0.0.1:{p}" for p in cluster.primaries()}
+    assert {r["partition"] for r in table["rows"] if r["seen"]} == partitions_used(shops)
+    assert "per node:" in cli(env, "partitions", "scrapeme").stdout
+    assert cli(env, "reset", "scrapeme", "--yes").returncode == 0
+    left = [k.decode() for k in client.scan_iter("*scrapeme*", count=1000)]
+    assert left == [], left
+
+
+def test_a_worker_killed_mid_crawl_on_a_cluster_loses_nothing(cluster_env, cluster, site, mongo_db, tmp_path):
+    shops = start_shops(site, delay=(0.05, 0.2))
+    client = cluster.client()
+    seed(client, shops)
+    workers = [start_worker("scrapeme", cluster_env, tmp_path, f"w{i}", CONCURRENT_REQUESTS=4, **LEASES)
+               for i in range(3)]
+    total = SHOPS * PAGES
+    deadline = time.monotonic() + 90
+    while sum(len(set(s.fetched("/shop"))) for s in shops) < total * 0.3:
+        assert time.monotonic() < deadline, "the crawl did not get going"
+        time.sleep(0.1)
+    victim = workers.pop(0)
+    victim.proc.kill()  # SIGKILL: its leases stop being renewed
+    victim.proc.wait()
+    workers.append(start_worker("scrapeme", cluster_env, tmp_path, "w3", CONCURRENT_REQUESTS=4, **LEASES))
+    wait_all(workers, 180)
+
+    assert_each_page_once(shops, mongo_db, allow_refetch=True)
+    reclaimed = int(client.hget("scrapeme:stats", "reclaimed") or 0)
+    print(f"\nkill -9 on a cluster: {reclaimed} leases reclaimed")
+    assert reclaimed > 0, "the killed worker held no lease: the test proved nothing"
+
+
+def test_a_master_fails_over_to_its_replica_mid_crawl(env, site, mongo_db, tmp_path, tmp_path_factory):
+    """kill -9 a master with a replica: the replica takes over, the crawl completes, no item twice.
+    With FRONTIER_REPLICA_WAIT=1 a page's lease ends only once its links are on a replica too, so
+    the failover loses no link; what it loses (the last writes) shows as pages fetched again."""
+    with LocalRedisCluster(tmp_path_factory.mktemp("failover"), masters=3, replicas=1) as cluster:
+        shops = start_shops(site, delay=(0.05, 0.15))
+        client = cluster.client()
+        seed(client, shops)
+        cenv = dict(env)
+        cenv.pop("REDIS_URL")
+        # leases that outlive the failover (a few seconds), as LEASE_TTL's default does by far
+        cenv.update(REDIS_CLUSTER_NODES=cluster.nodes, FRONTIER_PARTITIONS=str(PARTITIONS), FRONTIER_REPLICA_WAIT="1",
+                    LEASE_TTL="15", LEASE_RECLAIM_INTERVAL="1", MAX_IDLE_TIME_BEFORE_CLOSE="3")
+        workers = [start_worker("scrapeme", cenv, tmp_path, f"w{i}", CONCURRENT_REQUESTS=4) for i in range(3)]
+        total = SHOPS * PAGES
+        deadline = time.monotonic() + 90
+        while sum(len(set(s.fetched("/shop"))) for s in shops) < total * 0.3:
+            assert time.monotonic() < deadline, "the crawl did not get going"
+            time.sleep(0.1)
+        # the master holding the first shop's partition (it has work now)
+        anchor = LAYOUT.part_of(domain_of(shops[0].url)).anchor
+        master = client.get_node_from_key(anchor).port
+        replica = cluster.replica_of(master)
+        assert replica is not None
+        killed_at = time.monotonic()
+        fetched_before = sum(len(s.fetched("/shop")) for s in shops)
+        cluster.kill(master)
+        cluster.wait_promoted(replica, timeout=30)
+        took_over = time.monotonic() - killed_at
+        assert replica in cluster.primaries(), "the replica did not take over"
+        wait_all(workers, 240)
+
+        refetched = assert_each_page_once(shops, mongo_db, allow_refetch=True)
+        fetches = sum(len(s.fetched("/shop")) for s in shops)
+        print(f"\nfailover: replica {replica} took over from {master} in {took_over:.1f}s; {fetched_before} fetches "
+              f"before the kill, {fetches} in all for {total} pages: {sum(refetched.values()) - len(refetched)} "
+              f"re-fetches of {len(refetched)} pages; 0 items stored twice")
