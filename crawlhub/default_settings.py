@@ -60,7 +60,7 @@ FRONTIER_REQUEST_CLASSES = [
 FRONTIER_POLL_INTERVAL = 0.5
 # Undecodable payloads are set aside in <spider>:bad_requests (capped).
 FRONTIER_BAD_REQUESTS_MAX = 10000
-# Ready domains a lease looks at, best head-of-queue priority first.
+# Ready domains a lease looks at (at least as many as the requests it asks for), best head-of-queue priority first.
 FRONTIER_DOMAINS_PER_LEASE = 16
 # Most requests one call to the frontier leases (the downloader's free slots, up to this).
 FRONTIER_LEASE_BATCH = 32

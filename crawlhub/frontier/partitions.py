@@ -156,6 +156,7 @@ class Partitions:
         links in another partition this round is held for the next round (``deferred_ack``), when
         those links are known to be queued, and, with FRONTIER_REPLICA_WAIT, on a replica too.
         """
+        enqueues = self.unknown(enqueues)
         if self.single:
             return RoundResult(self.ops[0].tick(enqueues, finishes, [*safe_acks, *acks], n, worker, ttl, budget,
                                                 workers, held))
@@ -223,6 +224,23 @@ class Partitions:
             raise result.error if isinstance(result.error, redis.RedisError) else redis.ConnectionError(str(result.error))
         self._after(hints, added_to, reserved - len(merged.taken) if reserved else 0, now)
         return result
+
+    def unknown(self, enqueues: Iterable[EnqueueOp]) -> list[EnqueueOp]:
+        """The enqueues the shared filter may not have yet: the exact filter's sets are read first (one
+        pipelined SISMEMBER per link, no script), and a link they hold is not sent with the round (most
+        links are duplicates: the read costs Redis a third of a duplicate's trip through the tick script,
+        and its payload never travels). Only a read: the script still decides, atomically, for the rest.
+        Forced requests, requests that replace a lease and the Bloom filters' links always go."""
+        ops = list(enqueues)
+        checks = [(i, spec) for i, op in enumerate(ops) if not op.force and not op.ends_lease
+                  for spec in [self.of(op.domain).dupefilter.spec(op.fingerprint)] if spec[0] == "s"]
+        if len(checks) < 2:
+            return ops
+        pipe = self.server.pipeline(transaction=False)
+        for _, spec in checks:
+            pipe.sismember(spec[1], spec[2])
+        found = {i for (i, _), present in zip(checks, pipe.execute(), strict=True) if present}
+        return [op for i, op in enumerate(ops) if i not in found] if found else ops
 
     def _prepare(self, n: int, budget: int) -> tuple[str, int, list[int], float | None]:
         """Pause, budget and the ready partitions: (status, requests to lease, partitions, wait if none is ready)."""

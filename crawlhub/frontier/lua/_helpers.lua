@@ -22,27 +22,39 @@ end
 local function push(ctx, d, prio, payload, front)
   local q = ctx.prefix .. ':' .. d
   prio = tostring(math.floor(tonumber(prio) or 0))
-  if front then redis.call('LPUSH', q .. ':' .. prio, payload) else redis.call('RPUSH', q .. ':' .. prio, payload) end
-  redis.call('ZADD', q, -tonumber(prio), prio)
+  local len
+  if front then len = redis.call('LPUSH', q .. ':' .. prio, payload) else len = redis.call('RPUSH', q .. ':' .. prio, payload) end
   redis.call('HINCRBY', ctx.counts, d, 1)
-  redis.call('ZADD', ctx.schedule, 'NX', 0, d)
+  -- a list that held requests already is in the priority set, and its domain in the schedule
+  if len == 1 then
+    redis.call('ZADD', q, -tonumber(prio), prio)
+    redis.call('ZADD', ctx.schedule, 'NX', 0, d)
+  end
 end
 -- take up to k requests of a domain: best priority first, FIFO within one
-local function pop(ctx, d, k)
+-- (first: the best priority, when the caller just read it). Returns the requests, and whether the
+-- domain's queue is now empty (nil: not known without asking).
+local function pop(ctx, d, k, first)
   local q = ctx.prefix .. ':' .. d
   local out = {}
+  local empty = nil
   while #out < k do
-    local best = redis.call('ZRANGE', q, 0, 0)
-    if #best == 0 then break end
+    local best = first and {first} or redis.call('ZRANGE', q, 0, 0)
+    first = nil
+    if #best == 0 then empty = true; break end
     local l = q .. ':' .. best[1]
     local want = k - #out
     local got = redis.call('LPOP', l, want) or {}
     for _, p in ipairs(got) do table.insert(out, p) end
     -- fewer than asked: the list is empty (Redis deleted it); as many: ask whether it is
-    if #got < want or redis.call('LLEN', l) == 0 then redis.call('ZREM', q, best[1]) end
+    if #got < want or redis.call('LLEN', l) == 0 then
+      redis.call('ZREM', q, best[1])
+    else
+      empty = false
+    end
   end
   if #out > 0 and redis.call('HINCRBY', ctx.counts, d, -#out) <= 0 then redis.call('HDEL', ctx.counts, d) end
-  return out
+  return out, empty
 end
 local function priority_of(p)
   local ok, r = pcall(cjson.decode, p)

@@ -4,5 +4,10 @@ local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 -- A Lua number handed to redis.call becomes text through "%.17g", which costs several
 -- microseconds for a time like this one (more than the command): scores and times go
 -- as text made once (ts), to the microsecond.
-local function ts(x) return string.format('%.6f', x) end
-local now_s = ts(now)
+local function ts(x)
+  if x < 0 then return '-' .. ts(-x) end
+  local us = math.floor(x * 1000000 + 0.5)  -- exact in a double up to year 2255
+  local f = us % 1000000
+  return string.format('%d.%06d', (us - f) / 1000000, f)
+end
+local now_s = t[1] .. '.' .. string.rep('0', 6 - #t[2]) .. t[2]

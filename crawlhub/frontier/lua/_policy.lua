@@ -37,6 +37,8 @@ local function take(p, n)
     if p.win == win - 1 then prev = p.cnt end
     redis.call('HSET', p.sk, 'win', win, 'cnt', n, 'prev', prev, 'tat', ts(p.tat), 'last', string.format('%.3f', now))
     redis.call('EXPIRE', p.sk, 604800)
+    if p.conc > 0 then redis.call('ZREMRANGEBYSCORE', p.sk .. ':active', '-inf', now_s) end  -- expired slots
+    p.new_window = true
   end
   p.win, p.cnt = win, (p.win == win and p.cnt or 0) + n
 end

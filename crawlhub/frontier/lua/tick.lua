@@ -90,9 +90,11 @@ if n > 0 then
   local conf, ttl = a.conf, tonumber(a.ttl)
   -- ready domains, best head-of-queue priority first, then longest ready
   local heads = {}
-  for i, d in ipairs(redis.call('ZRANGEBYSCORE', ctx.schedule, '-inf', now_s, 'LIMIT', 0, tonumber(a.scan))) do
+  -- at least as many domains as requests wanted (each may have only one ready)
+  local scan = math.max(tonumber(a.scan) or 16, n)
+  for i, d in ipairs(redis.call('ZRANGEBYSCORE', ctx.schedule, '-inf', now_s, 'LIMIT', 0, scan)) do
     local h = redis.call('ZRANGE', ctx.prefix .. ':' .. d, 0, 0, 'WITHSCORES')
-    if #h == 0 then redis.call('ZREM', ctx.schedule, d) else table.insert(heads, {d, tonumber(h[2]), i}) end
+    if #h == 0 then redis.call('ZREM', ctx.schedule, d) else table.insert(heads, {d, tonumber(h[2]), i, h[1]}) end
   end
   table.sort(heads, function(x, y) if x[2] ~= y[2] then return x[2] < y[2] end return x[3] < y[3] end)
   local granted = 0
@@ -107,8 +109,8 @@ if n > 0 then
       local k, room = n - granted, nil
       local share = nil  -- this worker's fair share of the domain's slots, less what it holds
       if p.conc > 0 then
-        redis.call('ZREMRANGEBYSCORE', ak, '-inf', now_s)
-        room = p.conc - redis.call('ZCARD', ak)
+        -- downloads whose lease has not expired (an expired one's slot is free; reclaim removes it)
+        room = p.conc - redis.call('ZCOUNT', ak, '(' .. now_s, '+inf')
         k = math.min(k, room)
         local workers = tonumber(a.workers) or 1
         if workers > 1 then
@@ -129,7 +131,7 @@ if n > 0 then
           c = c + 1
           t = math.max(t, now) + p.interval
         end
-        local items = pop(ctx, d, c)
+        local items, empty = pop(ctx, d, c, h[4])
         take(p, #items)
         if #items > 0 then
           -- the batch's leases in one command per key: ids seq-#items+1 .. seq
@@ -149,8 +151,9 @@ if n > 0 then
           redis.call('ZADD', ak, unpack(zact))
           granted = granted + #items
         end
-        redis.call('ZADD', ctx.known, now_s, d)
-        if redis.call('EXISTS', ctx.prefix .. ':' .. d) == 0 then
+        if p.new_window then redis.call('ZADD', ctx.known, now_s, d) end  -- `limits show`: to 10 s
+        if empty == nil then empty = redis.call('EXISTS', ctx.prefix .. ':' .. d) == 0 end
+        if empty then
           redis.call('ZREM', ctx.schedule, d)
         elseif room ~= nil and room <= #items then
           redis.call('ZADD', ctx.schedule, ts(math.max(p.tat - p.tau, recheck)), d)
