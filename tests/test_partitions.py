@@ -198,3 +198,31 @@ def test_two_workers_crawl_several_sites_through_partitions_on_a_plain_redis(env
     assert redis_client.get("scrapeme:partitions") == b"4:tagged"
     assert not redis_client.exists("scrapeme:requests", "scrapeme:inflight", "scrapeme:domains")
     assert any(k.startswith(b"{scrapeme:") for k in redis_client.keys("*"))
+
+
+def test_a_round_reads_the_filter_first_and_sends_only_links_it_does_not_hold(redis_client):
+    parts = partitioned(redis_client, partitions=1)  # the classic layout reads first too
+    seen_before = op("old", "a.test")
+    parts.tick([seen_before])
+    new, forced = op("new", "a.test"), op("old", "a.test", force=True)
+    kept = parts.unknown([seen_before, new, forced])
+    assert kept == [new, forced], "a link the filter holds stays in the worker; a forced request always goes"
+    result = parts.tick([seen_before, new, forced])
+    assert result.tick.added == 2 and parts.counts()["queued"] == 3 and parts.counts()["seen"] == 2
+
+
+def test_the_worker_local_filter_drops_only_what_it_sent():
+    from crawlhub.frontier.dupefilter import RecentFingerprints
+
+    recent = RecentFingerprints(4)
+    keys = [recent.key(bytes([i]) * 20) for i in range(6)]
+    for k in keys[:3]:
+        assert k not in recent
+        recent.add(k)
+    assert all(k in recent for k in keys[:3]) and keys[3] not in recent
+    for k in keys[3:6]:
+        recent.add(k)  # the fourth starts a new generation: the first three are still remembered
+    assert all(k in recent for k in keys), "two generations: nothing is forgotten before size more arrive"
+    for i in range(6, 14):
+        recent.add(recent.key(bytes([i]) * 20))
+    assert keys[0] not in recent, "bounded: old fingerprints go"
