@@ -44,7 +44,7 @@ from redis.cluster import RedisCluster
 
 from crawlhub.frontier.dupefilter import Filter
 from crawlhub.frontier.keys import Keys
-from crawlhub.frontier.operations import FrontierOps, partition_counts, per_partition
+from crawlhub.frontier.operations import FrontierOps, partition_counts, per_partition, queued_per_domain
 from crawlhub.frontier.records import DeadLetter, EnqueueOp, ExpiredLease, Finish, Tick, lease_domain, text
 
 
@@ -282,21 +282,18 @@ class Partitions:
         if hints:
             pipe.zadd(self.keys.ready, hints)
         if added_to:
-            pipe.zadd(self.keys.ready, dict.fromkeys(added_to, now), lt=True)
-            pipe.zadd(self.keys.ready, dict.fromkeys(added_to, now), nx=True)
+            pipe.zadd(self.keys.ready, dict.fromkeys(added_to, now), lt=True)  # LT adds a missing member too
         if unused > 0:
             pipe.decrby(self.keys.budget_used, unused)
         # a hint lost: stale for at most FRONTIER_PARTITION_RECHECK; the budget: counted a little high
         with contextlib.suppress(redis.RedisError):
             pipe.execute()
 
-    def mark_ready(self, domain: str) -> None:
-        """A request was queued without a tick (a requeued dead letter, the refresher): its partition has work."""
-        if self.single:
-            return
-        p = str(self.keys.partition_of(domain))
-        self.server.zadd(self.keys.ready, {p: time.time()}, lt=True)
-        self.server.zadd(self.keys.ready, {p: time.time()}, nx=True)
+    def mark_ready(self, domain: str, at: float | None = None) -> None:
+        """A request was queued without a tick (a requeued dead letter, the refresher, a retry due ``at``):
+        its partition has work then, or earlier (ZADD LT: an earlier hint stays; a missing one is added)."""
+        if not self.single:
+            self.server.zadd(self.keys.ready, {str(self.keys.partition_of(domain)): at or time.time()}, lt=True)
 
     # -- operations routed to one partition ----------------------------------------------------------
     def finish(self, done: Finish) -> float:
@@ -310,11 +307,8 @@ class Partitions:
 
     def delay(self, lease_id: str, payload: bytes, seconds: float) -> bool:
         moved = self.of_lease(lease_id).delay(lease_id, payload, seconds)
-        if moved and not self.single:
-            p = str(self.keys.partition_of(lease_domain(lease_id)))
-            due = time.time() + seconds
-            self.server.zadd(self.keys.ready, {p: due}, lt=True)
-            self.server.zadd(self.keys.ready, {p: due}, nx=True)
+        if moved:
+            self.mark_ready(lease_domain(lease_id), time.time() + seconds)
         return moved
 
     def dead_letter(self, lease_id: str, record: DeadLetter) -> bool:
@@ -372,8 +366,6 @@ class Partitions:
         return any(pipe.execute())
 
     def queued(self) -> dict[str, int]:
-        from crawlhub.frontier.operations import queued_per_domain
-
         return queued_per_domain(self.server, self.keys)
 
     def counts(self) -> dict[str, int]:
