@@ -81,6 +81,8 @@ class Page:
 
 # Fields that change on every crawl and so are not part of content_hash.
 VOLATILE_FIELDS = ("scraped_at", "source_url")
+# what the MongoDB store adds to an item's fields (``crawlhub export`` leaves them out unless asked)
+BOOKKEEPING_FIELDS = ("_id", "content_hash", "first_seen", "last_seen", "changed_at", "spiders", "gone_at")
 
 
 @dataclass(frozen=True)

@@ -7,10 +7,11 @@
   MONGO_BATCH_SIZE items are waiting, every MONGO_FLUSH_INTERVAL seconds, and
   when the spider closes. Writes run in a thread; a full buffer makes the
   item flow wait for the write (back-pressure, bounded memory).
-* Each document carries ``first_seen``, ``last_seen``, ``content_hash`` and
-  ``spiders`` (the spiders that stored it, so status counts per spider). A
-  re-crawl of an unchanged item only moves ``last_seen``; a changed one is
-  rewritten.
+* Each document carries ``first_seen``, ``last_seen``, ``changed_at`` (when its
+  content was last written: stored first or changed), ``content_hash`` and
+  ``spiders`` (the spiders that stored it, so status counts and ``crawlhub
+  export`` find a spider's items). A re-crawl of an unchanged item only moves
+  ``last_seen``; a changed one is rewritten.
 * Items that ValidatePipeline rejected go to MONGO_QUARANTINE_COLLECTION with
   the reasons and the source URL; so does a document MongoDB refuses (over
   16 MB, a key it cannot store): described (long fields cut, their length
@@ -53,7 +54,7 @@ from crawlhub.components import frontier_of
 from crawlhub.config import redact_url
 from crawlhub.connection import get_mongo
 from crawlhub.frontier.client import FrontierClient
-from crawlhub.items import VOLATILE_FIELDS, ItemMeta, item_meta
+from crawlhub.items import BOOKKEEPING_FIELDS, VOLATILE_FIELDS, ItemMeta, item_meta
 from crawlhub.pipelines.validate import InvalidItem
 from crawlhub.revisit.store import GoneCheck, StatusStore
 
@@ -158,7 +159,7 @@ class MongoWriter:
 
     def changed_fields(self, collection: str, key: dict, before: dict, after: dict, now: datetime) -> list[dict]:
         """The change history of one updated item: a record per field whose value moved."""
-        skip = {*VOLATILE_FIELDS, "_id", "content_hash", "first_seen", "last_seen", "spiders", "gone_at"}
+        skip = {*VOLATILE_FIELDS, *BOOKKEEPING_FIELDS}
         return [{"collection": collection, "key": key, "field": name, "old": before.get(name), "new": after.get(name),
                  "at": now, "url": after.get("source_url"), "spider": self.spider}
                 for name in sorted((set(before) | set(after)) - skip) if before.get(name) != after.get(name)]
@@ -167,7 +168,8 @@ class MongoWriter:
     def _unstorable(doc: dict) -> str:
         """Why MongoDB would refuse ``doc`` ('' if it would not)."""
         try:
-            size = len(bson.encode({**doc, "content_hash": "0" * 40, "first_seen": None, "last_seen": None}))
+            size = len(bson.encode({**doc, "content_hash": "0" * 40, "first_seen": None, "last_seen": None,
+                                     "changed_at": None}))
         except InvalidDocument as exc:
             return f"MongoDB cannot store it: {exc}"[:500]
         if size > MAX_DOCUMENT_BYTES:
@@ -212,7 +214,7 @@ class MongoWriter:
                 ops.append(UpdateOne(flt, {"$set": {"last_seen": now}, "$unset": {"gone_at": ""}, **spiders}))
                 kinds.append("unchanged")
             else:
-                fields = {**doc, "content_hash": digest, "last_seen": now}
+                fields = {**doc, "content_hash": digest, "last_seen": now, "changed_at": now}
                 ops.append(UpdateOne(flt, {"$set": fields, "$unset": {"gone_at": ""}, "$setOnInsert": {"first_seen": now},
                                            **spiders}, upsert=True))
                 kinds.append("updated" if old else "inserted")

@@ -1,0 +1,203 @@
+"""``crawlhub export``: a spider's stored items (or their change history) out of MongoDB, in the
+formats of Scrapy's feed exports, written by Scrapy's own item exporters.
+
+* Items are found by spider: every stored document lists the spiders that stored it (``spiders``,
+  indexed); the store's own fields (``BOOKKEEPING_FIELDS``) are left out unless asked for, so a
+  file holds what the spider yielded, as ``scrapy crawl -O`` would have written it.
+* Memory stays constant whatever the size: documents come through a cursor in batches of
+  ``BATCH`` and go straight to the exporter. CSV needs its columns before the first row: unless
+  ``fields`` names them, a first pass over the same cursor collects the field names (a set of
+  names, not of documents).
+* MongoDB values that JSON, CSV and XML cannot hold become text: a datetime its ISO 8601 form
+  (UTC), an ObjectId or a Decimal128 its string.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import IO, Any
+
+from crawlhub.items import BOOKKEEPING_FIELDS
+
+FORMATS = ("jsonl", "json", "csv", "xml")
+EXTENSIONS = {"jsonl": "jsonl", "jsonlines": "jsonl", "ndjson": "jsonl", "json": "json", "csv": "csv", "xml": "xml"}
+BATCH = 500  # documents per cursor batch: bounds the memory an export holds
+HISTORY_FIELDS = ("at", "collection", "key", "field", "old", "new", "url", "spider")
+AGES = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+class ExportError(Exception):
+    """Nothing to export, or a request that cannot be met: the message says what and where."""
+
+
+def format_for(output: str | None, fmt: str | None) -> str:
+    """The format asked for, else the one the output file's extension names, else jsonl."""
+    if fmt:
+        return EXTENSIONS.get(fmt.lower(), fmt.lower())
+    if output and output != "-" and "." in output:
+        ext = output.rsplit(".", 1)[1].lower()
+        if ext in EXTENSIONS:
+            return EXTENSIONS[ext]
+    return "jsonl"
+
+
+def parse_since(text: str, now: datetime | None = None) -> datetime:
+    """A point in time (UTC): an ISO 8601 date or time (UTC unless it says otherwise), or an age back
+    from ``now`` (``90s``, ``30m``, ``6h``, ``2d``, ``1w``)."""
+    now = now or datetime.now(timezone.utc)
+    text = text.strip()
+    if m := re.fullmatch(r"(\d+(?:\.\d+)?)\s*([smhdw])", text, re.IGNORECASE):
+        return now - timedelta(seconds=float(m[1]) * AGES[m[2].lower()])
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise ExportError(f"--since {text!r}: not an ISO 8601 date or time (2026-11-20, 2026-11-20T08:00Z) "
+                          f"nor an age (90s, 30m, 6h, 2d, 1w)") from None
+    return when.replace(tzinfo=timezone.utc) if when.tzinfo is None else when.astimezone(timezone.utc)
+
+
+def plain(value: Any) -> Any:
+    """``value`` with what MongoDB returns and feeds cannot hold made text (recursively)."""
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, datetime):
+        return (value if value.tzinfo else value.replace(tzinfo=timezone.utc)).isoformat()
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode()
+    if hasattr(value, "to_decimal"):  # Decimal128
+        return str(value.to_decimal())
+    return str(value)  # ObjectId, Regex, ...
+
+
+@dataclass
+class Plan:
+    """What one export reads: per collection the query, and the fields the output leaves out."""
+
+    database: str
+    spider: str
+    history: bool
+    queries: list[tuple[str, dict]]  # (collection, filter), in export order
+    total: int
+    drop: frozenset[str] = field(default_factory=frozenset)
+
+    def documents(self, db) -> Iterator[dict]:
+        """Every document to export, through cursors (``BATCH`` at a time), as plain data."""
+        for name, query in self.queries:
+            for doc in db[name].find(query, batch_size=BATCH):
+                yield {k: plain(v) for k, v in doc.items() if k not in self.drop}
+
+    def field_names(self, db) -> list[str]:
+        """The fields the documents have, in the order they first appear (a pass over the cursor)."""
+        seen: dict[str, None] = {}
+        for doc in self.documents(db):
+            seen.update(dict.fromkeys(doc))
+        return list(seen)
+
+
+def plan(db, spider: str, *, collection: str | None = None, since: datetime | None = None,
+         include_gone: bool = False, history: bool = False, meta: bool = False,
+         excluded: tuple[str, ...] = (), changes: str = "changes") -> Plan:
+    """What to export of ``spider``'s items in ``db`` (ExportError, naming the database and the
+    collection, when there is nothing)."""
+    where = f"database {db.name!r}"
+    names = set(db.list_collection_names())
+    if history:
+        if not changes:
+            raise ExportError("--history: the change history is off (CHANGES_COLLECTION is empty)")
+        query: dict[str, Any] = {"spider": spider}
+        if collection:
+            query["collection"] = collection
+        if since:
+            query["at"] = {"$gte": since}
+        total = db[changes].count_documents(query) if changes in names else 0
+        if not total:
+            what = f" of collection {collection!r}" if collection else ""
+            raise ExportError(f"nothing to export: {where}, collection {changes!r} holds no change record of "
+                              f"spider {spider!r}{what}{_since(since)} (items change when a recrawl finds them different)")
+        return Plan(db.name, spider, True, [(changes, query)], total, frozenset({"_id"}))
+
+    query = {"spiders": spider}
+    if not include_gone:
+        query["gone_at"] = None
+    if since:
+        # changed_at: when the content was last written; a document stored before it existed counts
+        # from its last_seen (never misses a change, may take an unchanged one)
+        query["$or"] = [{"changed_at": {"$gte": since}},
+                        {"changed_at": {"$exists": False}, "last_seen": {"$gte": since}}]
+    if collection:
+        if collection not in names:
+            have = ", ".join(sorted(n for n in names if not n.startswith("system."))) or "none"
+            raise ExportError(f"nothing to export: {where} has no collection {collection!r} (it has: {have})")
+        candidates = [collection]
+    else:
+        skip = set(excluded) | {changes}
+        candidates = sorted(n for n in names if n not in skip and not n.startswith(("system.", "_")))
+    counts = {name: db[name].count_documents(query) for name in candidates}
+    queries = [(name, query) for name in candidates if counts[name]]
+    if not queries:
+        listed = ", ".join(f"{name!r}" for name in candidates) or "no item collection"
+        gone = "" if include_gone else " (gone items left out: --include-gone)"
+        raise ExportError(f"nothing to export: {where}, {'collection' if collection else 'collections'} {listed}: "
+                          f"no item of spider {spider!r}{_since(since)}{gone}")
+    drop = set() if meta else set(BOOKKEEPING_FIELDS) - ({"gone_at"} if include_gone else set())
+    return Plan(db.name, spider, False, queries, sum(counts.values()), frozenset(drop | {"_id"}))
+
+
+def _since(since: datetime | None) -> str:
+    return f" since {since.isoformat()}" if since else ""
+
+
+def exporter(fmt: str, out: IO[bytes], fields: list[str] | None, encoding: str = "utf-8", indent: int | None = None):
+    """Scrapy's item exporter for ``fmt``, writing to the binary stream ``out``."""
+    from scrapy.exporters import CsvItemExporter, JsonItemExporter, JsonLinesItemExporter, XmlItemExporter
+
+    kinds = {"jsonl": JsonLinesItemExporter, "json": JsonItemExporter, "csv": CsvItemExporter, "xml": XmlItemExporter}
+    if fmt not in kinds:
+        raise ExportError(f"unknown format {fmt!r}: one of {', '.join(FORMATS)}")
+    options: dict[str, Any] = {"encoding": encoding, "fields_to_export": fields}
+    if fmt in ("json", "xml") and indent is not None:
+        options["indent"] = indent
+    if fmt == "csv":  # a multi-valued field as one cell, its values joined as Scrapy does
+        options["join_multivalued"] = ","
+    return kinds[fmt](out, **options)
+
+
+def export(db, export_plan: Plan, fmt: str, out: IO[bytes], fields: list[str] | None = None,
+           progress: Callable[[int], None] | None = None, encoding: str = "utf-8", indent: int | None = None) -> int:
+    """Write ``export_plan``'s documents to ``out`` in ``fmt``; returns how many were written."""
+    if fields is None and export_plan.history:
+        fields = list(HISTORY_FIELDS)
+    if fmt == "csv" and fields is None:
+        if len(export_plan.queries) > 1:
+            found = ", ".join(name for name, _ in export_plan.queries)
+            raise ExportError(f"spider {export_plan.spider!r} stored items in several collections of database "
+                              f"{export_plan.database!r} ({found}): a CSV file holds one kind of row, "
+                              f"choose one with --collection (or name the columns with --fields)")
+        fields = export_plan.field_names(db)
+    writer = exporter(fmt, out, fields, encoding, indent)
+    writer.start_exporting()
+    written = 0
+    for doc in export_plan.documents(db):
+        if fmt == "csv":  # a nested document in one cell: as JSON, not as Python's repr
+            doc = {k: json.dumps(v, ensure_ascii=False) if _nested(v) else v for k, v in doc.items()}
+        writer.export_item(doc)
+        written += 1
+        if progress and written % 100 == 0:
+            progress(written)
+    writer.finish_exporting()
+    if progress:
+        progress(written)
+    return written
+
+
+def _nested(value: Any) -> bool:
+    return isinstance(value, dict) or (isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value))

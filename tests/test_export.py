@@ -1,0 +1,178 @@
+"""`crawlhub export`: real crawls into the real MongoDB-wire server, files read back with the standard library."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import pty
+import select
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from datetime import datetime, timezone
+
+from crawlhub.export import parse_since, plain
+from crawlhub.items import BOOKKEEPING_FIELDS
+from crawlhub.revisit.store import GoneCheck
+from tests.harness import ROOT, cli, run_workers
+from tests.sites.shop import product_price, shop_pages
+
+
+def stored(mongo_db, collection="products", keep=()) -> dict[str, dict]:
+    """The stored items as an export shows them: the store's fields left out, values made plain, by id."""
+    drop = set(BOOKKEEPING_FIELDS) - set(keep)
+    return {d["id"]: {k: plain(v) for k, v in d.items() if k not in drop} for d in mongo_db[collection].find()}
+
+
+def as_csv_cell(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, list):
+        return ",".join(map(str, value))
+    return str(value)
+
+
+def test_every_format_holds_exactly_the_stored_items(env, site, redis_client, mongo_db, tmp_path):
+    pages = shop_pages(40, 8)
+    shop = site(pages, tls=True)
+    redis_client.lpush("scrapeme:start_urls", f"{shop.url}/shop/")
+    run_workers("scrapeme", env, tmp_path, 1)
+    items = stored(mongo_db)
+    assert len(items) == 40
+
+    files = {}
+    for fmt in ("jsonl", "json", "csv", "xml"):
+        path = tmp_path / f"products.{fmt}"
+        out = cli(env, "export", "scrapeme", "-o", str(path))
+        assert out.returncode == 0, out.stderr
+        assert f"exported 40 item(s) of scrapeme from {mongo_db.name}.products to {path} as {fmt}" in out.stderr
+        assert "items/s" not in out.stderr, "no progress bar when stderr is not a terminal"
+        assert not (tmp_path / f"products.{fmt}.part").exists()
+        files[fmt] = path.read_text(encoding="utf-8")
+
+    jsonl = [json.loads(line) for line in files["jsonl"].splitlines()]
+    assert {d["id"]: d for d in jsonl} == items and len(jsonl) == 40
+    as_json = json.loads(files["json"])
+    assert {d["id"]: d for d in as_json} == items and len(as_json) == 40
+    rows = list(csv.DictReader(io.StringIO(files["csv"])))
+    assert len(rows) == 40 and set(rows[0]) == set(next(iter(items.values())))
+    assert {r["id"]: r for r in rows} == {i: {k: as_csv_cell(v) for k, v in d.items()} for i, d in items.items()}
+    root = ET.fromstring(files["xml"])
+    assert root.tag == "items" and len(root) == 40
+    by_id = {item.findtext("id"): item for item in root}
+    for i, doc in items.items():
+        node = by_id[i]
+        assert {child.tag for child in node} == {k for k, v in doc.items() if v is not None}
+        for name, value in doc.items():
+            if isinstance(value, list):
+                assert [v.text for v in node.find(name)] == [str(v) for v in value]
+            elif value is not None:
+                assert node.findtext(name) == str(value)
+
+    # standard output, a format named, chosen fields in their order
+    out = cli(env, "export", "scrapeme", "-t", "csv", "--fields", "id,price,name")
+    assert out.returncode == 0, out.stderr
+    rows = list(csv.reader(io.StringIO(out.stdout)))
+    assert rows[0] == ["id", "price", "name"] and len(rows) == 41
+    assert {r[0]: r[1] for r in rows[1:]} == {i: d["price"] for i, d in items.items()}
+    # --meta keeps the store's fields; --since selects by the time content was written
+    meta = [json.loads(line) for line in cli(env, "export", "scrapeme", "--meta").stdout.splitlines()]
+    assert all(d["spiders"] == ["scrapeme"] and d["first_seen"] and d["changed_at"] for d in meta)
+    assert len(cli(env, "export", "scrapeme", "--since", "1h").stdout.splitlines()) == 40
+
+    # nothing to export: the error names the database and the collection; no file is left
+    future = cli(env, "export", "scrapeme", "--since", "2099-01-01", "-o", str(tmp_path / "none.json"))
+    assert future.returncode == 1 and f"database '{mongo_db.name}'" in future.stderr and "'products'" in future.stderr
+    assert not (tmp_path / "none.json").exists() and not (tmp_path / "none.json.part").exists()
+    missing = cli(env, "export", "scrapeme", "--collection", "nosuch")
+    assert missing.returncode == 1 and "has no collection 'nosuch' (it has: " in missing.stderr and "products" in missing.stderr
+    other = cli(env, "export", "quotes")
+    assert other.returncode == 1 and "no item of spider 'quotes'" in other.stderr
+    bad = cli(env, "export", "scrapeme", "--since", "yesterday")
+    assert bad.returncode == 2 and "--since 'yesterday'" in bad.stderr
+
+    # a recrawl changes one price and finds one page's products gone: --history and --include-gone
+    pages["/shop/page/2/"] = pages["/shop/page/2/"].replace(f"</span>{product_price(10)}</span>", "</span>21.00</span>")
+    assert cli(env, "reset", "scrapeme", "--yes").returncode == 0
+    redis_client.lpush("scrapeme:start_urls", f"{shop.url}/shop/")
+    run_workers("scrapeme", env, tmp_path, 1)
+    page5 = f"{shop.url}/shop/page/5/"
+    gone = GoneCheck(page5, fetched_at=datetime.now(timezone.utc).timestamp(), everything=True)
+    assert gone.mark(mongo_db.products, datetime.now(timezone.utc)) == 8
+
+    history = [json.loads(line) for line in cli(env, "export", "scrapeme", "--history").stdout.splitlines()]
+    assert [(h["field"], h["old"], h["new"], h["key"]["id"]) for h in history] == [
+        ("price", product_price(10), "21.00", "710")]
+    assert set(history[0]) == {"at", "collection", "key", "field", "old", "new", "url", "spider"}
+    changed = [json.loads(line) for line in cli(env, "export", "scrapeme", "--since", "1h").stdout.splitlines()]
+    assert len(changed) == 32, "gone items are left out"
+    live = cli(env, "export", "scrapeme", "-t", "csv")
+    assert len(list(csv.DictReader(io.StringIO(live.stdout)))) == 32
+    everything = [json.loads(line) for line in cli(env, "export", "scrapeme", "--include-gone").stdout.splitlines()]
+    assert len(everything) == 40
+    assert sorted(d["id"] for d in everything if d.get("gone_at")) == sorted(
+        i for i, d in stored(mongo_db, keep=("gone_at",)).items() if d.get("gone_at"))
+    assert sum(bool(d.get("gone_at")) for d in everything) == 8
+
+
+def test_since_reads_iso_times_and_ages():
+    now = datetime(2026, 11, 24, 12, 0, tzinfo=timezone.utc)
+    assert parse_since("2026-11-20", now) == datetime(2026, 11, 20, tzinfo=timezone.utc)
+    assert parse_since("2026-11-20T08:00Z", now) == datetime(2026, 11, 20, 8, tzinfo=timezone.utc)
+    assert parse_since("2026-11-20T08:00+02:00", now) == datetime(2026, 11, 20, 6, tzinfo=timezone.utc)
+    assert parse_since("90m", now) == datetime(2026, 11, 24, 10, 30, tzinfo=timezone.utc)
+    assert parse_since("2d", now) == datetime(2026, 11, 22, 12, tzinfo=timezone.utc)
+
+
+def test_a_200000_item_export_runs_in_constant_memory_with_a_progress_bar_on_a_terminal(env, mongo_db, tmp_path):
+    total, chunk = 200_000, 10_000
+    for start in range(0, total, chunk):
+        mongo_db.products.insert_many([
+            {"site": "shop", "id": str(i), "name": f"Product number {i} with a name of some length",
+             "price": f"{i % 9000 / 100:.2f}", "currency": "GBP", "url": f"https://shop.test/product/{i}/",
+             "image_urls": [f"https://shop.test/img/{i}-{n}.png" for n in range(3)], "in_stock": i % 7 != 0,
+             "source_url": f"https://shop.test/shop/page/{i // 16}/", "spiders": ["scrapeme"],
+             "first_seen": datetime.now(timezone.utc), "content_hash": f"{i:040d}"}
+            for i in range(start, start + chunk)], ordered=False)
+    mongo_db.products.create_index("spiders")
+    path = tmp_path / "all.jsonl"
+
+    # the command runs under a small launcher that reports its peak memory: a child forked straight
+    # from pytest would count pytest's own pages (resident in the child until it execs) in its peak
+    peak_file = tmp_path / "peak"
+    launcher = ("import resource, subprocess, sys; code = subprocess.call(sys.argv[2:]); "
+                "open(sys.argv[1], 'w').write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)); "
+                "sys.exit(code)")
+    primary, secondary = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-c", launcher, str(peak_file),
+                             sys.executable, "-m", "crawlhub.cli", "export", "scrapeme", "-o", str(path)], cwd=ROOT,
+                            env={**env, "COLUMNS": "120", "TERM": "xterm"}, stdin=subprocess.DEVNULL, stdout=secondary,
+                            stderr=secondary, close_fds=True)
+    os.close(secondary)
+    screen = b""
+    while True:  # read the terminal until the command closes it
+        ready, _, _ = select.select([primary], [], [], 120)
+        if not ready:
+            break
+        try:
+            data = os.read(primary, 65536)
+        except OSError:  # EIO: the command exited and closed its side
+            break
+        if not data:
+            break
+        screen += data
+    code = proc.wait(30)
+    os.close(primary)
+    text = screen.decode(errors="replace")
+    assert code == 0, text[-2000:]
+    peak_mb = int(peak_file.read_text()) / 1024  # ru_maxrss: kilobytes on Linux
+    print(f"export of {total} items: peak memory {peak_mb:.1f} MB")
+    assert peak_mb < 100, f"the export held {peak_mb:.1f} MB"
+
+    with open(path, encoding="utf-8") as f:
+        count = sum(1 for _ in f)
+    assert count == total
+    assert "exporting" in text and f"{total}/{total}" in text and "items/s" in text, text[-2000:]
+    assert "\r" in text or "\x1b[" in text, "the bar redraws in place"
