@@ -86,7 +86,7 @@ class Plan:
     spider: str
     history: bool
     queries: list[tuple[str, dict]]  # (collection, filter), in export order
-    total: int
+    total: int  # without counting (plan's ``count``), the number of collections with items
     drop: frozenset[str] = field(default_factory=frozenset)
 
     def documents(self, db) -> Iterator[dict]:
@@ -105,9 +105,16 @@ class Plan:
 
 def plan(db, spider: str, *, collection: str | None = None, since: datetime | None = None,
          include_gone: bool = False, history: bool = False, meta: bool = False,
-         excluded: tuple[str, ...] = (), changes: str = "changes") -> Plan:
+         excluded: tuple[str, ...] = (), changes: str = "changes", count: bool = True) -> Plan:
     """What to export of ``spider``'s items in ``db`` (ExportError, naming the database and the
-    collection, when there is nothing)."""
+    collection, when there is nothing). ``count``: the total, for a progress bar (else only whether
+    each collection holds any: a count costs a pass over the index on some servers)."""
+
+    def how_many(name: str, query: dict) -> int:
+        if count:
+            return int(db[name].count_documents(query))
+        return 1 if db[name].find_one(query, {"_id": 1}) is not None else 0
+
     where = f"database {db.name!r}"
     names = set(db.list_collection_names())
     if history:
@@ -118,7 +125,7 @@ def plan(db, spider: str, *, collection: str | None = None, since: datetime | No
             query["collection"] = collection
         if since:
             query["at"] = {"$gte": since}
-        total = db[changes].count_documents(query) if changes in names else 0
+        total = how_many(changes, query) if changes in names else 0
         if not total:
             what = f" of collection {collection!r}" if collection else ""
             raise ExportError(f"nothing to export: {where}, collection {changes!r} holds no change record of "
@@ -141,12 +148,12 @@ def plan(db, spider: str, *, collection: str | None = None, since: datetime | No
     else:
         skip = set(excluded) | {changes}
         candidates = sorted(n for n in names if n not in skip and not n.startswith(("system.", "_")))
-    counts = {name: db[name].count_documents(query) for name in candidates}
+    counts = {name: how_many(name, query) for name in candidates}
     queries = [(name, query) for name in candidates if counts[name]]
     if not queries:
         listed = ", ".join(f"{name!r}" for name in candidates) or "no item collection"
         gone = "" if include_gone else " (gone items left out: --include-gone)"
-        raise ExportError(f"nothing to export: {where}, {'collection' if collection else 'collections'} {listed}: "
+        raise ExportError(f"nothing to export: {where}, {'collection' if len(candidates) == 1 else 'collections'} {listed}: "
                           f"no item of spider {spider!r}{_since(since)}{gone}")
     drop = set() if meta else set(BOOKKEEPING_FIELDS) - ({"gone_at"} if include_gone else set())
     return Plan(db.name, spider, False, queries, sum(counts.values()), frozenset(drop | {"_id"}))

@@ -72,14 +72,13 @@ def worker_rows(raw: dict, now: float, dead_after: float) -> list[dict]:
     return sorted(rows, key=lambda w: w.get("started_at", 0))
 
 
-def item_counts(settings, spider: str, items_scraped: int) -> dict:
-    """Documents per collection of MONGO_DATABASE, the spider's quarantined items, and the valid share."""
+def item_counts(settings, spider: str, items_scraped: int, mongo=None) -> dict:
+    """Documents per collection of MONGO_DATABASE, the spider's quarantined items, and the valid share
+    (through ``mongo``, a pymongo client kept by the caller, else one opened and closed here)."""
     from crawlhub.connection import get_mongo
 
-    settings = settings.copy()
-    settings.set("MONGO_SERVER_SELECTION_TIMEOUT_MS", 3000)
     try:
-        client = get_mongo(settings)
+        client = mongo or get_mongo(settings, 3000)
         db = client[settings.get("MONGO_DATABASE")]
         quarantine = settings.get("MONGO_QUARANTINE_COLLECTION")
         names = sorted(db.list_collection_names())
@@ -92,7 +91,8 @@ def item_counts(settings, spider: str, items_scraped: int) -> dict:
         if status_name in names and (pages := db[status_name].count_documents({"spider": spider})):
             due = db[status_name].count_documents({"spider": spider, "next_fetch": {"$lte": time.time()}})
             revisit = {"pages": pages, "due_now": due, "fresh": pages - due}
-        client.close()
+        if mongo is None:
+            client.close()
     except Exception as exc:  # pymongo's errors, or the embedded server not starting: shown, not fatal
         return {"error": f"MongoDB unavailable: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"}
     checked = items_scraped + quarantined
@@ -100,7 +100,13 @@ def item_counts(settings, spider: str, items_scraped: int) -> dict:
             "valid_share": round(items_scraped / checked, 4) if checked else None, "revisit": revisit}
 
 
-def cluster_status(server, settings, spider: str, with_items: bool = True) -> dict:
+def has_frontier(server, settings, spider: str) -> bool:
+    """Whether ``spider`` has crawl state in this Redis (workers, seeds, a layout or a queue)."""
+    k = frontier_keys(server, settings, spider)
+    return bool(server.exists(k.workers, k.seeds, k.layout, *(part.queued for part in k.parts)))
+
+
+def cluster_status(server, settings, spider: str, with_items: bool = True, mongo=None) -> dict:
     """Everything `crawlhub status SPIDER` shows, as JSON-able data (docs/cli.md)."""
     now = time.time()
     layout = frontier_keys(server, settings, spider)
@@ -156,7 +162,7 @@ def cluster_status(server, settings, spider: str, with_items: bool = True) -> di
         "counters": _ints(counters),
     }
     if with_items:
-        data["items"] = item_counts(settings, spider, totals.get("items", 0))
+        data["items"] = item_counts(settings, spider, totals.get("items", 0), mongo)
     health = proxy_health(server)
     data["proxies"], data["proxy_tiers"] = health["proxies"], health["tiers"]
     return data
@@ -453,11 +459,13 @@ def _span_label(seconds: int) -> str:
     return f"{seconds} s" if seconds < 60 else f"{seconds // 60} min" if seconds < 3600 else f"{seconds // 3600} h"
 
 
-def html_report(data: dict) -> str:
-    """A self-contained page (inline SVG, no script, no external file): charts and the numbers behind them."""
-    status = data["status"]
+STATUS_COLORS = {"2xx": "#16a34a", "3xx": "#2563eb", "4xx": "#f59e0b", "5xx": "#dc2626", "error": "#6b7280"}
+
+
+def chart_parts(status: dict, series: list[dict]) -> dict:
+    """The charts of a crawl as inline SVG, and the numbers behind them (the HTML report, `crawlhub ui`)."""
     # series rows: {"at": epoch, "seconds": bucket, counts...} (or {"minute": m, counts...})
-    series = [{"at": s["minute"] * 60, "seconds": 60, **s} if "minute" in s else s for s in data["series"]]
+    series = [{"at": s["minute"] * 60, "seconds": 60, **s} if "minute" in s else s for s in series]
     seconds = series[0]["seconds"] if series else 60
     fmt = "%H:%M:%S" if seconds < 60 else "%H:%M" if seconds < 86400 else "%Y-%m-%d"
 
@@ -472,6 +480,23 @@ def html_report(data: dict) -> str:
     items = status.get("items", {})
     collections = [(name, {"stored": n}) for name, n in (items.get("stored") or {}).items()]
     collections.append(("quarantine", {"quarantined": items.get("quarantined", 0)}))
+    db = items.get("database")
+    return {
+        "per": per, "series": series, "label": label, "domains": domains, "collections": collections,
+        "pages": line_chart("pages-per-minute", f"Pages fetched per {per}", pages),
+        "codes": bar_chart("status-codes", f"Status codes per {per}", codes, STATUS_COLORS),
+        "latency": hbar_chart("latency-per-domain", "Latency per domain (ms, p50 and p95; each at most the value shown)",
+                              latency, {"p50": "#2563eb", "p95": "#93c5fd"}, unit=" ms"),
+        "items": bar_chart("items-per-collection", f"Items per collection (this spider's{', database ' + db if db else ''})",
+                           collections, {"stored": "#16a34a", "quarantined": "#dc2626"}),
+    }
+
+
+def html_report(data: dict) -> str:
+    """A self-contained page (inline SVG, no script, no external file): charts and the numbers behind them."""
+    status = data["status"]
+    charts = chart_parts(status, data["series"])
+    series, label, per, domains, collections = (charts[k] for k in ("series", "label", "per", "domains", "collections"))
     t = status["totals"]
     summary = (f"{t['requests']} attempts, {t['2xx']} 2xx, {t['3xx']} 3xx, {t['4xx']} 4xx, {t['5xx']} 5xx, "
                f"{t['error']} errors; {t['items']} items; {status['dlq']} dead letters; {status['queued']} queued; "
@@ -480,7 +505,6 @@ def html_report(data: dict) -> str:
     time_rows = [[label(s), *(s.get(c, 0) for c in CLASSES), sum(s.get(c, 0) for c in CLASSES[:4])] for s in series]
     domain_rows = [[d["domain"], d["requests"], *(d.get(c, 0) for c in CLASSES), _ms_bound(d["p50_ms"]),
                     _ms_bound(d["p95_ms"])] for d in domains]
-    db = items.get("database")
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>crawlhub report: {html.escape(status['spider'])}</title>
 <style>body{{font-family:sans-serif;margin:2em;color:#222}} svg.chart{{display:block;width:100%;height:auto;
@@ -489,16 +513,13 @@ table{{border-collapse:collapse;font-size:.85em;margin-bottom:1em}} td,th{{borde
 text-align:right}} td:first-child,th:first-child{{text-align:left}}</style></head><body>
 <h1>crawlhub report: {html.escape(status['spider'])}</h1>
 <p class="summary">Generated {generated}. {html.escape(summary)}.</p>
-{line_chart("pages-per-minute", f"Pages fetched per {per}", pages)}
-{bar_chart("status-codes", f"Status codes per {per}", codes,
-           {"2xx": "#16a34a", "3xx": "#2563eb", "4xx": "#f59e0b", "5xx": "#dc2626", "error": "#6b7280"})}
+{charts["pages"]}
+{charts["codes"]}
 <details><summary>The numbers, per {per}</summary>
 {table(["from", *CLASSES, "pages"], time_rows)}</details>
-{hbar_chart("latency-per-domain", "Latency per domain (ms, p50 and p95; each at most the value shown)", latency,
-            {"p50": "#2563eb", "p95": "#93c5fd"}, unit=" ms")}
+{charts["latency"]}
 {table(["domain", "requests", *CLASSES, "p50", "p95"], domain_rows)}
-{bar_chart("items-per-collection", f"Items per collection (this spider's{', database ' + db if db else ''})",
-           collections, {"stored": "#16a34a", "quarantined": "#dc2626"})}
+{charts["items"]}
 {table(["collection", "documents"], [[name, next(iter(v.values()))] for name, v in collections])}
 {_revisit_section(data.get("revisit"))}
 </body></html>

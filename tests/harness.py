@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,6 +112,38 @@ def cli(env: dict, *args: str, input: str | None = None) -> subprocess.Completed
     """Run the `crawlhub` command with `env`."""
     return subprocess.run([sys.executable, "-m", "crawlhub.cli", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=60, input=input)
+
+
+def start_ui(env: dict, tmp_path: Path, *args: str, token: str | None = None) -> tuple[Worker, str]:
+    """`crawlhub ui` on a free port (reaped after the test like the workers); returns it and its base URL."""
+    from tests.sites.server import refused_port
+
+    port = refused_port()
+    log_path = tmp_path / f"ui-{port}.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "crawlhub.cli", "ui", "--port", str(port), *args], cwd=ROOT,
+                                env=env, stdout=log, stderr=subprocess.STDOUT)
+    ui = Worker(f"ui-{port}", proc, log_path)
+    STARTED.append(ui)
+    base = f"http://127.0.0.1:{port}"
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    up = wait_for(lambda: proc.poll() is not None or http(base + "/api/spiders", headers=headers)[0] == 200, 30)
+    assert up and proc.poll() is None, f"crawlhub ui did not come up; log:\n{ui.log()}"
+    return ui, base
+
+
+def http(url: str, data: dict | None = None, headers: dict | None = None) -> tuple[int, dict, bytes]:
+    """(status, headers, body) of a GET, or of a POST of ``data`` as JSON; (0, {}, b"") if nothing answers."""
+    body = json.dumps(data).encode() if data is not None else None
+    request = urllib.request.Request(url, data=body, headers={**(headers or {}),
+                                     **({"Content-Type": "application/json"} if body else {})})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status, dict(answer.headers), answer.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, dict(exc.headers), exc.read()
+    except OSError:
+        return 0, {}, b""
 
 
 def queued(client, spider: str) -> int:

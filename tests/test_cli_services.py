@@ -14,7 +14,7 @@ from scrapy.settings import Settings
 from crawlhub import services
 from crawlhub.services import EmbeddedMongo, EmbeddedRedis, free_port
 from tests.frontier_ops import Frontier, Keys
-from tests.harness import ROOT, SCRAPY, run_workers
+from tests.harness import ROOT, SCRAPY, http, run_workers, start_ui, wait_for
 from tests.helpers import project_settings
 from tests.sites.shop import shop_pages
 
@@ -98,6 +98,13 @@ def test_embedded_servers_are_started_once_and_shared(site, tmp_path):
         client.close()
         status = run([*CRAWLHUB, "services", "status"], env).stdout
         assert "redis  running" in status and "mongo  running" in status and "(unset: embedded)" in status
+        # export and the UI (#18) with no arguments find the embedded servers too
+        exported = run([*CRAWLHUB, "export", "scrapeme"], env)
+        assert exported.returncode == 0 and len(exported.stdout.splitlines()) == 64, exported.stderr
+        ui, base = start_ui(env, tmp_path)
+        assert wait_for(lambda: json.loads(http(base + "/api/spiders/scrapeme/status")[2])["items"].get("stored")
+                        == {"products": 64}, 15), ui.log()
+        ui.kill()
     finally:
         down = run([*CRAWLHUB, "services", "down"], env)
     assert "redis  stopped" in down.stdout and "mongo  stopped" in down.stdout

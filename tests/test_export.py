@@ -13,6 +13,7 @@ import sys
 import xml.etree.ElementTree as ET
 from datetime import datetime, timezone
 
+from bench.export import fill
 from crawlhub.export import parse_since, plain
 from crawlhub.items import BOOKKEEPING_FIELDS
 from crawlhub.revisit.store import GoneCheck
@@ -127,16 +128,8 @@ def test_since_reads_iso_times_and_ages():
 
 
 def test_a_200000_item_export_runs_in_constant_memory_with_a_progress_bar_on_a_terminal(env, mongo_db, tmp_path):
-    total, chunk = 200_000, 10_000
-    for start in range(0, total, chunk):
-        mongo_db.products.insert_many([
-            {"site": "shop", "id": str(i), "name": f"Product number {i} with a name of some length",
-             "price": f"{i % 9000 / 100:.2f}", "currency": "GBP", "url": f"https://shop.test/product/{i}/",
-             "image_urls": [f"https://shop.test/img/{i}-{n}.png" for n in range(3)], "in_stock": i % 7 != 0,
-             "source_url": f"https://shop.test/shop/page/{i // 16}/", "spiders": ["scrapeme"],
-             "first_seen": datetime.now(timezone.utc), "content_hash": f"{i:040d}"}
-            for i in range(start, start + chunk)], ordered=False)
-    mongo_db.products.create_index("spiders")
+    total = 200_000
+    fill(mongo_db, total)  # product documents as the store writes them (bench/export.py's)
     path = tmp_path / "all.jsonl"
 
     # the command runs under a small launcher that reports its peak memory: a child forked straight
@@ -176,3 +169,12 @@ def test_a_200000_item_export_runs_in_constant_memory_with_a_progress_bar_on_a_t
     assert count == total
     assert "exporting" in text and f"{total}/{total}" in text and "items/s" in text, text[-2000:]
     assert "\r" in text or "\x1b[" in text, "the bar redraws in place"
+
+
+def test_the_format_comes_from_the_option_else_the_extension_else_jsonl():
+    from crawlhub.export import format_for
+
+    assert format_for("items.csv", None) == "csv" and format_for("items.XML", None) == "xml"
+    assert format_for("items.jsonlines", None) == "jsonl" and format_for("items.ndjson", None) == "jsonl"
+    assert format_for("-", None) == "jsonl" and format_for("items.txt", None) == "jsonl"
+    assert format_for("items.csv", "json") == "json" and format_for("-", "jsonlines") == "jsonl"

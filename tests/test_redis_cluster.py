@@ -14,7 +14,7 @@ from scrapy.settings import Settings
 
 from crawlhub._utils.urls import domain_of
 from crawlhub.frontier.keys import Keys
-from tests.harness import cli, start_worker, wait_all, worker_records
+from tests.harness import cli, http, start_ui, start_worker, wait_all, worker_records
 from tests.redis_cluster import LocalRedisCluster
 from tests.sites.shop import shop_pages
 
@@ -138,6 +138,17 @@ def test_the_crawlhub_command_steers_a_crawl_on_a_cluster(cluster_env, cluster, 
         done = cli(env, *args)
         assert done.returncode == 0 and "Traceback" not in done.stderr, (args, done.stderr[-2000:])
     assert cli(env, "health", "scrapeme", "--any-host").returncode in (0, 1)
+    # export and the UI (#18) on a cluster: the stored items, the frontier summed over its partitions
+    exported = cli(env, "export", "scrapeme", "-t", "csv", "--fields", "id,price")
+    assert exported.returncode == 0, exported.stderr
+    assert len(exported.stdout.splitlines()) == 1 + mongo_db.products.count_documents({})
+    ui, base = start_ui(env, tmp_path)
+    status, _, body = http(base + "/api/spiders/scrapeme/status")
+    shown = json.loads(body)
+    assert status == 200 and shown["partitions"] == PARTITIONS and shown["seen"] == sum(len(s.pages) for s in shops)
+    assert http(base + "/api/spiders/scrapeme/pause", {}, headers={"X-Crawlhub": "1"})[0] == 200
+    assert json.loads(cli(env, "status", "scrapeme", "--json").stdout)["paused"] is True
+    ui.kill()
     assert cli(env, "reset", "scrapeme", "--yes").returncode == 0
     left = [k.decode() for k in client.scan_iter("*scrapeme*", count=1000)]
     assert left == [], left

@@ -43,13 +43,14 @@ def export_command(spider: str, output: str, fmt: str | None, collection: str | 
         raise BadInput(str(exc)) from None
     wanted = [f.strip() for f in fields.split(",") if f.strip()] if fields else None
     uri = current.get("MONGO_URI") or "the embedded MongoDB"
+    show = progress if progress is not None else sys.stderr.isatty()
     try:
         client = get_mongo(current, 5000)
         db = client[current.get("MONGO_DATABASE")]
         export_plan = plan(db, spider, collection=collection, since=since_at, include_gone=include_gone,
                            history=history, meta=meta, changes=current.get("CHANGES_COLLECTION"),
-                           excluded=(current.get("MONGO_QUARANTINE_COLLECTION"), current.get("STATUS_COLLECTION")))
-        show = progress if progress is not None else sys.stderr.isatty()
+                           excluded=(current.get("MONGO_QUARANTINE_COLLECTION"), current.get("STATUS_COLLECTION")),
+                           count=show)
         started = time.monotonic()
         with _progress(show, export_plan.total) as step, _opened(output) as out:
             written = export(db, export_plan, fmt, out, wanted, step, current.get("FEED_EXPORT_ENCODING") or "utf-8",

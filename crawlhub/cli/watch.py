@@ -14,6 +14,7 @@ from crawlhub.ops import (
     cluster_status,
     format_entry,
     format_status,
+    has_frontier,
     html_report,
     log_entry,
     matches,
@@ -32,7 +33,7 @@ def status(spider: str | None, as_json: bool, watch: bool, interval: float) -> N
     """The crawl of SPIDER (or of every spider with a frontier): queue, in flight, rates, domains, workers, items, proxies."""
     current = settings()
     server = connect()
-    names = [spider] if spider else [n for n in known_spiders(current) if _has_frontier(server, n)]
+    names = [spider] if spider else [n for n in known_spiders(current) if has_frontier(server, current, n)]
 
     def collect() -> list[dict]:
         return [cluster_status(server, current, n, with_items=bool(spider)) for n in names]
@@ -48,11 +49,6 @@ def status(spider: str | None, as_json: bool, watch: bool, interval: float) -> N
         return
     _watch(lambda: "\n\n".join("\n".join(format_status(one)) for one in collect()) or "no spider has a frontier yet",
            interval)
-
-
-def _has_frontier(server, spider: str) -> bool:
-    k = keys(spider, server)
-    return bool(server.exists(k.workers, k.seeds, k.layout, *(part.queued for part in k.parts)))
 
 
 def _watch(text, interval: float) -> None:

@@ -6,6 +6,7 @@ is a thin layer that prints their results.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from typing import Any
@@ -71,6 +72,25 @@ def requeue_dead_letter(server: redis.Redis, keys: Keys, raw: bytes | str, lette
     Partitions(server, keys).push(payload, int(request.get("priority", 0)), domain)
     # a letter is in its domain's partition; every partition is looked at, first match removed
     return any(server.lrem(part.dlq, 1, raw) for part in keys.parts)  # type: ignore[arg-type]  # bytes are fine
+
+
+def entry_id(raw: bytes | str) -> str:
+    """A stable name for one dead letter or bad seed (its record's digest): a list shown a moment ago
+    still names the same entry after others came or went, where an index would not."""
+    return hashlib.sha1(raw if isinstance(raw, bytes) else raw.encode()).hexdigest()[:16]
+
+
+def bad_seeds(server: redis.Redis, keys: Keys, limit: int = -1) -> list[tuple[bytes, dict[str, Any]]]:
+    """The seeds the spider refused, newest first, each with its raw record."""
+    found: list[bytes] = server.lrange(keys.bad_seeds, 0, limit - 1 if limit > 0 else -1)  # type: ignore[assignment]
+    return [(raw, json.loads(raw)) for raw in found]
+
+
+def requeue_bad_seed(server: redis.Redis, keys: Keys, raw: bytes) -> bool:
+    """Push a refused seed back to the seeds as it was given (after the spider or its settings were fixed),
+    first pushed, then taken off the list (a crash in between leaves it in both, never in neither)."""
+    server.lpush(keys.seeds, json.loads(raw)["seed"])
+    return bool(server.lrem(keys.bad_seeds, 1, raw))  # type: ignore[arg-type]  # bytes are fine
 
 
 def existing_keys(server: redis.Redis, keys: Keys) -> list[str]:

@@ -1,0 +1,1 @@
+"""``crawlhub ui``: the crawl in a browser, live (crawlhub.ui.app)."""

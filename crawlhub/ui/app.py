@@ -1,0 +1,336 @@
+"""``crawlhub ui``: a small web app that shows a crawl live and steers it (pause, resume, requeue).
+
+Built on aiohttp's server (``aiohttp.web``): Scrapy already depends on aiohttp, so the UI adds no
+package, and aiohttp serves server-sent events (the page's live updates) from its own production
+server, with no WSGI bridge or second server to run. The app reads Redis and MongoDB through the
+same functions as ``crawlhub status`` (crawlhub.ops), off the event loop (redis-py and pymongo
+block), and never runs a crawl. Everything the page loads comes from this server: no CDN.
+
+Security: on a loopback address it answers only requests whose ``Host`` is loopback (a web page
+elsewhere cannot reach it through DNS rebinding); bound elsewhere it needs ``CRAWLHUB_UI_TOKEN``,
+and every page and API request without that token gets 401. Requests that change something are
+POSTs carrying ``X-Crawlhub: 1``, which a cross-site form cannot send. The token never reaches a
+log: the access log leaves out query strings. The API: docs/cli.md ("crawlhub ui").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import ipaddress
+import json
+import logging
+import math
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from importlib import resources
+from typing import Any
+
+from aiohttp import web
+from aiohttp.abc import AbstractAccessLogger
+
+from crawlhub.frontier import control
+from crawlhub.frontier.partitions import frontier_keys
+from crawlhub.ops import chart_parts, cluster_status, has_frontier, item_counts, read_log, report_series
+
+logger = logging.getLogger(__name__)
+
+COOKIE = "crawlhub_ui_token"
+STATIC = ("index.html", "app.js", "style.css")
+TYPES = {"html": "text/html", "js": "text/javascript", "css": "text/css"}
+LOOPBACK_NAMES = ("localhost",)
+CSP = ("default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; "
+       "frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address or a name, without its port) is this machine's loopback."""
+    host = host.strip("[]").lower()
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def finite(value: Any) -> Any:
+    """``value`` with infinite floats (a latency past the last histogram bucket) as the text "inf": JSON has none."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "inf"
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [finite(v) for v in value]
+    return value
+
+
+class Dashboard:
+    """What the UI reads and does, over one Redis client and one MongoDB client (blocking calls: run them
+    in threads). A spider's status is read at most once per ``interval`` whatever the number of pages open."""
+
+    def __init__(self, settings, server, mongo, interval: float = 2.0, log_lines: int = 30):
+        self.settings, self.server, self.mongo = settings, server, mongo
+        self.interval, self.log_lines = interval, log_lines
+        self.items_every = max(5.0, 2 * interval)
+        self._cache: dict[tuple[str, str], tuple[float, Any]] = {}
+        self._spiders: list[str] | None = None
+        self._lock = threading.Lock()
+        self._items: dict[str, tuple[float, dict]] = {}
+        self._counting: dict[str, Future] = {}
+        self._pool = ThreadPoolExecutor(2, thread_name_prefix="crawlhub-ui-items")
+
+    def cached(self, kind: str, spider: str, ttl: float, read) -> Any:
+        now = time.monotonic()
+        at, value = self._cache.get((kind, spider), (float("-inf"), None))
+        if now - at >= ttl:
+            value = read()
+            self._cache[(kind, spider)] = (now, value)
+        return value
+
+    def keys(self, spider: str):
+        return frontier_keys(self.server, self.settings, spider)
+
+    def known(self) -> list[str]:
+        if self._spiders is None:
+            from crawlhub.cli._common import known_spiders
+
+            self._spiders = known_spiders(self.settings)
+        return self._spiders
+
+    def spiders(self) -> list[dict]:
+        rows = []
+        for name in self.known():
+            active = has_frontier(self.server, self.settings, name)
+            rows.append({"spider": name, "has_frontier": active,
+                         "paused": bool(active and self.server.exists(self.keys(name).paused))})
+        return rows
+
+    def status(self, spider: str) -> dict:
+        """What `crawlhub status --json` shows, with the last audit-log lines and the stored total. Redis is
+        read every time (cached for an interval); MongoDB's counts, slower on a large store, in a thread of
+        their own every ``items_every`` seconds: a slow count never holds the page's updates back."""
+        def read() -> dict:
+            data = cluster_status(self.server, self.settings, spider, with_items=False)
+            data["log"], _ = read_log(self.server, spider, self.log_lines)
+            data["items"] = self.items(spider, data["totals"].get("items", 0))
+            data["stored"] = sum((data["items"] or {}).get("stored", {}).values())
+            return finite(data)
+
+        return self.cached("status", spider, self.interval * 0.9, read)
+
+    def items(self, spider: str, scraped: int) -> dict:
+        """The spider's item counts as last read (``{"pending": true}`` until the first read is done)."""
+        with self._lock:
+            at, value = self._items.get(spider, (float("-inf"), {"pending": True}))
+            running = self._counting.get(spider)
+            if (running is None or running.done()) and time.monotonic() - at >= self.items_every:
+                running = self._counting[spider] = self._pool.submit(self._count, spider, scraped)
+        if "pending" in value:
+            try:  # the first read: a moment's wait saves a page that says "counting" on a small store
+                return running.result(timeout=1.0) if running else value
+            except Exception:
+                return value
+        return value
+
+    def _count(self, spider: str, scraped: int) -> dict:
+        value = item_counts(self.settings, spider, scraped, self.mongo)
+        with self._lock:
+            self._items[spider] = (time.monotonic(), value)
+        return value
+
+    def charts(self, spider: str) -> dict:
+        """The charts (SVG): the whole crawl in at most 120 points, re-read at most every 5 s."""
+        def read() -> dict:
+            parts = chart_parts(self.status(spider), report_series(self.server, spider))
+            return {name: parts[name] for name in ("pages", "codes", "latency", "items")} | {"per": parts["per"]}
+
+        return self.cached("charts", spider, max(5.0, self.interval), read)
+
+    def pause(self, spider: str) -> dict:
+        control.pause(self.server, self.keys(spider))
+        self._cache.pop(("status", spider), None)
+        return {"spider": spider, "paused": True}
+
+    def resume(self, spider: str) -> dict:
+        was = control.resume(self.server, self.keys(spider))
+        self._cache.pop(("status", spider), None)
+        return {"spider": spider, "paused": False, "was_paused": was}
+
+    def dead_letters(self, spider: str, limit: int = 200) -> dict:
+        letters = control.dead_letters(self.server, self.keys(spider))
+        rows = [{"id": control.entry_id(raw), "url": letter.url, "attempts": letter.attempts, "status": letter.status,
+                 "error": letter.error, "last_attempt": letter.last_attempt} for raw, letter in letters[:limit]]
+        return {"spider": spider, "total": len(letters), "entries": rows}
+
+    def requeue_dead_letters(self, spider: str, ids: list[str] | None) -> dict:
+        keys = self.keys(spider)
+        done = []
+        for raw, letter in control.dead_letters(self.server, keys):
+            if ids is None or control.entry_id(raw) in ids:
+                control.requeue_dead_letter(self.server, keys, raw, letter)
+                done.append(letter.url)
+        logger.info("crawlhub ui: %d dead letter(s) of %s requeued", len(done), spider)
+        return {"spider": spider, "requeued": len(done), "urls": done}
+
+    def bad_seeds(self, spider: str, limit: int = 200) -> dict:
+        found = control.bad_seeds(self.server, self.keys(spider))
+        rows = [{"id": control.entry_id(raw), "seed": record.get("seed", ""), "reason": record.get("reason", ""),
+                 "at": record.get("at"), "worker": record.get("worker")} for raw, record in found[:limit]]
+        return {"spider": spider, "total": len(found), "entries": rows}
+
+    def requeue_bad_seeds(self, spider: str, ids: list[str] | None) -> dict:
+        keys = self.keys(spider)
+        done = [record["seed"] for raw, record in control.bad_seeds(self.server, keys)
+                if (ids is None or control.entry_id(raw) in ids) and control.requeue_bad_seed(self.server, keys, raw)]
+        logger.info("crawlhub ui: %d bad seed(s) of %s pushed back to %s", len(done), spider, keys.seeds)
+        return {"spider": spider, "requeued": len(done), "seeds": done}
+
+
+class AccessLogger(AbstractAccessLogger):
+    """One line per request, without the query string (it may hold the token)."""
+
+    def log(self, request, response, time):  # noqa: A002 - aiohttp's signature
+        self.logger.info("%s %s %s %d %.0fms", request.remote, request.method, request.path, response.status,
+                         time * 1000)
+
+
+def make_app(dashboard: Dashboard, token: str | None) -> web.Application:
+    """The aiohttp application: the page, its static files, the JSON API and the event stream."""
+
+    def given_token(request: web.Request) -> str:
+        header = request.headers.get("Authorization", "")
+        if header.lower().startswith("bearer "):
+            return header[7:].strip()
+        return request.query.get("token") or request.cookies.get(COOKIE, "")
+
+    @web.middleware
+    async def guard(request: web.Request, handler):
+        if token:
+            if not hmac.compare_digest(given_token(request).encode(), token.encode()):
+                raise web.HTTPUnauthorized(
+                    text="401: this crawlhub ui needs its token (CRAWLHUB_UI_TOKEN): open /?token=<the token>, "
+                         "or send 'Authorization: Bearer <the token>'\n",
+                    headers={"WWW-Authenticate": 'Bearer realm="crawlhub"'})
+        elif not is_loopback(request.url.host or ""):
+            raise web.HTTPMisdirectedRequest(text=f"421: this crawlhub ui answers on a loopback name only, "
+                                                  f"not {request.host!r}\n")
+        if request.method == "POST" and request.headers.get("X-Crawlhub") != "1":
+            raise web.HTTPForbidden(text="403: a change needs the header 'X-Crawlhub: 1' (cross-site requests are refused)\n")
+        response = await handler(request)
+        if not response.prepared:
+            response.headers.setdefault("Content-Security-Policy", CSP)
+            response.headers.setdefault("X-Content-Type-Options", "nosniff")
+            response.headers.setdefault("Referrer-Policy", "no-referrer")
+            response.headers.setdefault("Cache-Control", "no-store")
+        return response
+
+    async def run(fn, *args):
+        try:
+            return await asyncio.to_thread(fn, *args)
+        except Exception as exc:  # Redis or MongoDB down, a bad record: said to the page, the server goes on
+            logger.warning("crawlhub ui: %s failed: %s: %s", getattr(fn, "__name__", fn), type(exc).__name__, exc)
+            raise web.HTTPServiceUnavailable(text=json.dumps({"error": f"{type(exc).__name__}: {exc}"[:500]}),
+                                             content_type="application/json") from None
+
+    def spider_of(request: web.Request) -> str:
+        spider = request.match_info["spider"]
+        if spider not in dashboard.known():
+            raise web.HTTPNotFound(text=json.dumps({"error": f"unknown spider {spider!r}", "spiders": dashboard.known()}),
+                                   content_type="application/json")
+        return spider
+
+    async def page(request: web.Request) -> web.Response:
+        response = static_file("index.html")
+        if token and request.query.get("token"):  # the page's own requests (fetch, EventSource) carry it from now on
+            response.set_cookie(COOKIE, token, httponly=True, samesite="Strict", path="/")
+        return response
+
+    def static_file(name: str) -> web.Response:
+        body = resources.files("crawlhub.ui").joinpath("static", name).read_bytes()
+        return web.Response(body=body, content_type=TYPES[name.rsplit(".", 1)[1]], charset="utf-8")
+
+    async def asset(request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        if name not in STATIC:
+            raise web.HTTPNotFound()
+        return static_file(name)
+
+    async def spiders(request: web.Request) -> web.Response:
+        return web.json_response({"spiders": await run(dashboard.spiders), "interval": dashboard.interval})
+
+    async def status(request: web.Request) -> web.Response:
+        return web.json_response(await run(dashboard.status, spider_of(request)))
+
+    async def charts(request: web.Request) -> web.Response:
+        return web.json_response(await run(dashboard.charts, spider_of(request)))
+
+    async def events(request: web.Request) -> web.StreamResponse:
+        """Server-sent events: the spider's status every ``interval`` seconds (event "status"), or what
+        went wrong reading it (event "problem"), until the page goes away."""
+        spider = spider_of(request)
+        stream = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store",
+                                             "X-Accel-Buffering": "no"})
+        await stream.prepare(request)
+        await stream.write(f"retry: {int(dashboard.interval * 1000)}\n\n".encode())
+        try:
+            while True:
+                try:
+                    data = await asyncio.to_thread(dashboard.status, spider)
+                    message = f"event: status\ndata: {json.dumps(data)}\n\n"
+                except Exception as exc:
+                    message = f"event: problem\ndata: {json.dumps({'error': f'{type(exc).__name__}: {exc}'[:500]})}\n\n"
+                await stream.write(message.encode())
+                await asyncio.sleep(dashboard.interval)
+        except ConnectionResetError:  # the page went away
+            pass
+        return stream
+
+    async def body_ids(request: web.Request) -> list[str] | None:
+        try:
+            body = await request.json() if request.can_read_body else {}
+        except json.JSONDecodeError:
+            raise web.HTTPBadRequest(text='400: the body must be JSON: {"ids": [...]} or {"all": true}\n') from None
+        if body.get("all") is True:
+            return None
+        ids = body.get("ids")
+        if not isinstance(ids, list) or not ids or not all(isinstance(i, str) for i in ids):
+            raise web.HTTPBadRequest(text='400: name the entries: {"ids": ["<id>", ...]} or {"all": true}\n')
+        return ids
+
+    def action(method):
+        async def handler(request: web.Request) -> web.Response:
+            spider = spider_of(request)
+            args = (spider, await body_ids(request)) if method.__name__.startswith("requeue") else (spider,)
+            return web.json_response(await run(method, *args))
+        return handler
+
+    def listing(method):
+        async def handler(request: web.Request) -> web.Response:
+            return web.json_response(await run(method, spider_of(request)))
+        return handler
+
+    app = web.Application(middlewares=[guard])
+    app.add_routes([
+        web.get("/", page),
+        web.get("/static/{name}", asset),
+        web.get("/api/spiders", spiders),
+        web.get("/api/spiders/{spider}/status", status),
+        web.get("/api/spiders/{spider}/charts", charts),
+        web.get("/api/spiders/{spider}/events", events),
+        web.post("/api/spiders/{spider}/pause", action(dashboard.pause)),
+        web.post("/api/spiders/{spider}/resume", action(dashboard.resume)),
+        web.get("/api/spiders/{spider}/dlq", listing(dashboard.dead_letters)),
+        web.post("/api/spiders/{spider}/dlq/requeue", action(dashboard.requeue_dead_letters)),
+        web.get("/api/spiders/{spider}/bad-seeds", listing(dashboard.bad_seeds)),
+        web.post("/api/spiders/{spider}/bad-seeds/requeue", action(dashboard.requeue_bad_seeds)),
+    ])
+    return app
+
+
+def serve(dashboard: Dashboard, host: str, port: int, token: str | None) -> None:
+    """Run the app until Ctrl-C (SIGINT) or SIGTERM."""
+    web.run_app(make_app(dashboard, token), host=host, port=port, print=None, access_log_class=AccessLogger,
+                access_log=logging.getLogger("crawlhub.ui.access"), handle_signals=True,
+                shutdown_timeout=1)
