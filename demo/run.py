@@ -170,10 +170,10 @@ def run(args) -> int:
               f"{'' if busiest <= allowed else '  (OVER THE LIMIT)'}")
     print()
     print("The data stays, in the demo's own databases. To look at it:")
-    print(f"  REDIS_URL={redact_url(redis_url)} MONGO_URI={redact_url(mongo_uri)} MONGO_DATABASE={DATABASE} "
-          f".venv/bin/crawlhub status {SPIDER}")
-    print(f"  .venv/bin/python -c \"import pymongo; c=pymongo.MongoClient('{redact_url(mongo_uri)}'); "
-          f"print(c['{DATABASE}'].products.find_one())\"")
+    where = f"REDIS_URL={redact_url(redis_url)} MONGO_URI={redact_url(mongo_uri)} MONGO_DATABASE={DATABASE}"
+    print(f"  {where} .venv/bin/crawlhub status {SPIDER}")
+    print(f"  {where} .venv/bin/crawlhub export {SPIDER} -o products.csv   # or .jsonl, .json, .xml")
+    print(f"  {where} .venv/bin/crawlhub ui     # then open http://127.0.0.1:8050/")
     print("  .venv/bin/crawlhub services down     # stop the embedded servers (data kept in .crawlhub/)")
     ok = not failed and stored == args.products and duplicates == 0
     if not ok:

@@ -12,7 +12,7 @@ from collections import Counter
 import pymongo
 import redis
 
-from tests.harness import ROOT, SCRAPY, redis_with_password, run_workers, start_worker
+from tests.harness import ROOT, SCRAPY, cli, redis_with_password, run_workers, start_worker
 
 TEST_SPIDERS = "spiders,tests.sites.spiders"
 
@@ -195,6 +195,10 @@ def test_demo_touches_only_what_it_created(env, redis_url, mongo_uri, redis_clie
     assert "MONGO_DATABASE=crawlhub_demo .venv/bin/crawlhub status scrapeme" in done.stdout
     again = demo(env, "--use-configured-servers", "--products", "24", "--workers", "1", "--delay", "0")
     assert again.returncode == 0 and "products stored     24 (the shop has 24)" in again.stdout, again.stdout[-3000:]
+    # the export line it prints gets what it stored
+    assert "MONGO_DATABASE=crawlhub_demo .venv/bin/crawlhub export scrapeme -o products.csv" in again.stdout
+    exported = cli({**env, "MONGO_DATABASE": "crawlhub_demo"}, "export", "scrapeme", "-t", "csv")
+    assert exported.returncode == 0 and len(exported.stdout.splitlines()) == 1 + 24, exported.stderr
     # the real crawl's data: untouched
     assert [d["name"] for d in mongo_db.products.find()] == ["a real product"]
     assert redis_client.lrange("scrapeme:start_urls", 0, -1) == [b"https://real.example/"]
