@@ -170,3 +170,18 @@ def test_loopback_names_and_json_safe_latencies():
     assert not any(map(is_loopback, ("0.0.0.0", "10.0.0.1", "::", "example.com", "127.0.0.1.example.com", "")))
     assert finite({"p95": float("inf"), "rows": [{"ms": float("inf")}, 2.5]}) == {"p95": "inf", "rows": [{"ms": "inf"}, 2.5]}
     json.dumps(finite({"x": float("nan")}), allow_nan=False)
+
+
+def test_a_latency_past_the_last_bucket_is_shown_and_charted(redis_client, redis_url, mongo_uri, mongo_db, monkeypatch):
+    from crawlhub.addon import tool_settings
+    from crawlhub.ui.app import Dashboard
+
+    for name, value in (("REDIS_URL", redis_url), ("MONGO_URI", mongo_uri), ("MONGO_DATABASE", mongo_db.name)):
+        monkeypatch.setenv(name, value)
+    redis_client.hset("scrapeme:stats:totals", mapping={"requests": 2, "error": 2, "lat:inf": 2, "d|slow.test|requests": 2,
+                                                        "d|slow.test|error": 2, "d|slow.test|lat:inf": 2})
+    dashboard = Dashboard(tool_settings(), redis_client, mongo_db.client, interval=0.5)
+    status = dashboard.status("scrapeme")
+    json.dumps(status, allow_nan=False)
+    assert status["latency_ms"]["p95"] == "inf" and status["domains"][0]["p95_ms"] == "inf"
+    assert "slow.test" in dashboard.charts("scrapeme")["latency"]

@@ -108,15 +108,19 @@ class Dashboard:
         return rows
 
     def status(self, spider: str) -> dict:
-        """What `crawlhub status --json` shows, with the last audit-log lines and the stored total. Redis is
-        read every time (cached for an interval); MongoDB's counts, slower on a large store, in a thread of
-        their own every ``items_every`` seconds: a slow count never holds the page's updates back."""
+        """What `crawlhub status --json` shows, with the last audit-log lines and the stored total, as JSON
+        can hold it. Redis is read every time (cached for an interval); MongoDB's counts, slower on a large
+        store, in a thread of their own every ``items_every`` seconds: a slow count never holds the page's
+        updates back."""
+        return finite(self._status(spider))
+
+    def _status(self, spider: str) -> dict:
         def read() -> dict:
             data = cluster_status(self.server, self.settings, spider, with_items=False)
             data["log"], _ = read_log(self.server, spider, self.log_lines)
             data["items"] = self.items(spider, data["totals"].get("items", 0))
             data["stored"] = sum((data["items"] or {}).get("stored", {}).values())
-            return finite(data)
+            return data
 
         return self.cached("status", spider, self.interval * 0.9, read)
 
@@ -143,7 +147,7 @@ class Dashboard:
     def charts(self, spider: str) -> dict:
         """The charts (SVG): the whole crawl in at most 120 points, re-read at most every 5 s."""
         def read() -> dict:
-            parts = chart_parts(self.status(spider), report_series(self.server, spider))
+            parts = chart_parts(self._status(spider), report_series(self.server, spider))
             return {name: parts[name] for name in ("pages", "codes", "latency", "items")} | {"per": parts["per"]}
 
         return self.cached("charts", spider, max(5.0, self.interval), read)
