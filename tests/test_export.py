@@ -90,7 +90,13 @@ def test_every_format_holds_exactly_the_stored_items(env, site, redis_client, mo
     missing = cli(env, "export", "scrapeme", "--collection", "nosuch")
     assert missing.returncode == 1 and "has no collection 'nosuch' (it has: " in missing.stderr and "products" in missing.stderr
     other = cli(env, "export", "quotes")
-    assert other.returncode == 1 and "no item of spider 'quotes'" in other.stderr
+    assert other.returncode == 1 and "no item of spider 'quotes'" in other.stderr and "this project has no" not in other.stderr
+    typo = cli(env, "export", "scrapme")  # a spider the project does not have: its items may still be stored
+    assert typo.returncode == 1 and "this project has no spider 'scrapme'; its spiders: " in typo.stderr
+    mongo_db.products.update_many({}, {"$addToSet": {"spiders": "retired"}})
+    retired = cli(env, "export", "retired")
+    assert retired.returncode == 0 and len(retired.stdout.splitlines()) == 40, retired.stderr
+    mongo_db.products.update_many({}, {"$pull": {"spiders": "retired"}})
     bad = cli(env, "export", "scrapeme", "--since", "yesterday")
     assert bad.returncode == 2 and "--since 'yesterday'" in bad.stderr
 

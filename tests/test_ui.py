@@ -24,7 +24,9 @@ def test_the_page_shows_a_two_worker_crawl_live_and_pauses_and_resumes_it(env, s
                                                                          chromium):
     from playwright.sync_api import sync_playwright
 
-    pages = shop_pages(60 * 4, 4)  # 60 listing pages of 4 products
+    # 150 listing pages of 4 products at 5 pages/s: a 30 s crawl, long enough to watch it move and pause it
+    # midway on a slow machine (CI took 12 s to get from the first page to the pause)
+    pages = shop_pages(150 * 4, 4)
     broken = "/shop/page/3/"
     good_page = pages[broken]
     pages[broken] = (500, "text/html", "<h1>down</h1>", {})  # a dead letter, fixed and requeued from the page
@@ -93,10 +95,10 @@ def test_the_page_shows_a_two_worker_crawl_live_and_pauses_and_resumes_it(env, s
 
         # resume: the crawl finishes, the broken page's products included, and the page shows it
         page.click("#resume")
-        wait_all(workers, 120)
+        wait_all(workers, 180)
         assert set(shop.fetched("/shop")) == set(pages), "the crawl completes after resume"
-        assert mongo_db.products.count_documents({}) == 240
-        page.wait_for_function("document.getElementById('stored').textContent.replace(/,/g, '') === '240'",
+        assert mongo_db.products.count_documents({}) == 600
+        page.wait_for_function("document.getElementById('stored').textContent.replace(/,/g, '') === '600'",
                                timeout=30000)
         browser.close()
 

@@ -9,12 +9,12 @@ from contextlib import contextmanager
 
 import click
 
-from crawlhub.cli._common import BadInput, ServiceDown, check_spider, settings
+from crawlhub.cli._common import BadInput, ServiceDown, known_spiders, settings
 from crawlhub.export import FORMATS, ExportError, export, format_for, parse_since, plan
 
 
 @click.command("export")
-@click.argument("spider", callback=check_spider)
+@click.argument("spider")
 @click.option("-o", "--output", default="-", show_default=True, help="The file to write; - = standard output.")
 @click.option("-t", "--format", "fmt", type=click.Choice([*FORMATS, "jsonlines"], case_sensitive=False),
               help="Feed format [default: from --output's extension, else jsonl].")
@@ -28,7 +28,8 @@ from crawlhub.export import FORMATS, ExportError, export, format_for, parse_sinc
 def export_command(spider: str, output: str, fmt: str | None, collection: str | None, fields: str | None,
                    since: str | None, include_gone: bool, history: bool, meta: bool, progress: bool | None) -> None:
     """Write SPIDER's stored items (or with --history their changes) as jsonl, json, csv or xml, through Scrapy's
-    item exporters: the files `scrapy crawl -O` writes. Streams: constant memory on any size."""
+    item exporters: the files `scrapy crawl -O` writes. Streams: constant memory on any size. SPIDER may be
+    one the project no longer has, if its items are still stored."""
     from pymongo.errors import PyMongoError
 
     from crawlhub.config import redact_url
@@ -56,7 +57,9 @@ def export_command(spider: str, output: str, fmt: str | None, collection: str | 
             written = export(db, export_plan, fmt, out, wanted, step, current.get("FEED_EXPORT_ENCODING") or "utf-8",
                              current.getint("FEED_EXPORT_INDENT") or None)
     except ExportError as exc:
-        raise click.ClickException(str(exc)) from None
+        known = known_spiders(current)
+        hint = "" if spider in known else f" (this project has no spider {spider!r}; its spiders: {', '.join(known)})"
+        raise click.ClickException(f"{exc}{hint}") from None
     except (PyMongoError, ServiceError) as exc:
         raise ServiceDown(f"cannot read MongoDB at {redact_url(uri)}: {type(exc).__name__}: "
                           f"{str(exc).splitlines()[0][:300]}") from None

@@ -296,6 +296,8 @@ def make_app(dashboard: Dashboard, token: str | None) -> web.Application:
             body = await request.json() if request.can_read_body else {}
         except json.JSONDecodeError:
             raise web.HTTPBadRequest(text='400: the body must be JSON: {"ids": [...]} or {"all": true}\n') from None
+        if not isinstance(body, dict):
+            raise web.HTTPBadRequest(text='400: the body must be a JSON object: {"ids": [...]} or {"all": true}\n')
         if body.get("all") is True:
             return None
         ids = body.get("ids")
