@@ -58,6 +58,13 @@ def cluster_nodes(settings) -> tuple[list[tuple[str, int]], str] | None:
     return nodes, url or f"redis://{nodes[0][0]}:{nodes[0][1]}"
 
 
+def redis_location(settings) -> tuple[str, bool]:
+    """The URL of the Redis the settings name (a cluster: its first node's) and whether it is a cluster.
+    Only a single Redis with no REDIS_URL starts the embedded server: a cluster never does."""
+    cluster = cluster_nodes(settings)
+    return (cluster[1], True) if cluster else (services.redis_url(settings), False)
+
+
 def is_cluster(server) -> bool:
     """Whether the client talks to a Redis Cluster."""
     return isinstance(server, RedisCluster)
@@ -88,8 +95,7 @@ def connect_redis(settings) -> redis.Redis:
 
     Raises :class:`Unreachable` with a one-line reason when it does not.
     """
-    cluster = cluster_nodes(settings)
-    url = cluster[1] if cluster else services.redis_url(settings)
+    url, cluster = redis_location(settings)
     if cluster:
         return _connect_cluster(settings, url)
     server = get_redis(settings)

@@ -330,10 +330,11 @@ def mongo_uri(settings) -> str:
     return settings.get("MONGO_URI") or services(settings.get("CRAWLHUB_HOME"), settings)[1].ensure()
 
 
-def seed_command(url: str, key: str, seed: str = "URL") -> str:
-    """The redis-cli line that pushes ``seed`` to ``key`` on the Redis at ``url`` (password never shown)."""
+def seed_command(url: str, key: str, seed: str = "URL", cluster: bool = False) -> str:
+    """The redis-cli line that pushes ``seed`` to ``key`` on the Redis at ``url`` (password never shown);
+    ``cluster``: a node of a Redis Cluster (``-c`` follows its redirections)."""
     parts = urlsplit(url)
-    args = []
+    args = ["-c"] if cluster else []
     if parts.hostname not in (None, "127.0.0.1", "localhost"):
         args += ["-h", parts.hostname]
     if parts.port and parts.port != 6379:

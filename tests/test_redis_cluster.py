@@ -8,12 +8,14 @@ import json
 import os
 import time
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from scrapy.settings import Settings
 
 from crawlhub._utils.urls import domain_of
 from crawlhub.frontier.keys import Keys
+from crawlhub.services import EmbeddedRedis
 from tests.harness import cli, http, start_ui, start_worker, wait_all, worker_records
 from tests.redis_cluster import LocalRedisCluster
 from tests.sites.shop import shop_pages
@@ -101,6 +103,9 @@ def test_three_workers_on_a_three_master_cluster_fetch_each_page_once(cluster_en
     assert status["seen"] == sum(len(set(s.pages)) for s in shops)
     for worker in workers:
         assert "Traceback" not in worker.log(), worker.log()[-3000:]
+        assert "Shared frontier on Redis Cluster redis://" in worker.log() and "redis-cli -c " in worker.log()
+    # a cluster worker starts no embedded Redis of its own (one did, only to print where the frontier was)
+    assert not EmbeddedRedis(Path(env["CRAWLHUB_HOME"])).running()
 
 
 def test_the_crawlhub_command_steers_a_crawl_on_a_cluster(cluster_env, cluster, site, mongo_db, tmp_path):

@@ -33,7 +33,7 @@ from scrapy.utils.misc import build_from_crawler, load_object
 
 from crawlhub import services
 from crawlhub.config import redact_url
-from crawlhub.connection import connect_redis
+from crawlhub.connection import connect_redis, redis_location
 from crawlhub.frontier.client import FrontierClient
 from crawlhub.frontier.dupefilter import RedisDupeFilter
 from crawlhub.frontier.serializer import EncodeError
@@ -85,9 +85,10 @@ class RedisScheduler(BaseScheduler):
         else:
             self.df = build_from_crawler(dupefilter_cls, self.crawler)
         self.upkeep.start()
-        url = services.redis_url(settings)
-        logger.info("Shared frontier on Redis %s%s; seed it with: %s", redact_url(url),
-                    "" if settings.get("REDIS_URL") else " (embedded)", services.seed_command(url, self.frontier.keys.seeds))
+        url, cluster = redis_location(settings)  # a cluster worker must not start an embedded Redis to say where
+        logger.info("Shared frontier on %s %s%s; seed it with: %s", "Redis Cluster" if cluster else "Redis", redact_url(url),
+                    "" if settings.get("REDIS_URL") or cluster else " (embedded)",
+                    services.seed_command(url, self.frontier.keys.seeds, cluster=cluster))
         counts = self.frontier.counts()
         if counts["queued"] or counts["inflight"] or counts["delayed"]:
             logger.info("Joining a crawl in progress: %(queued)d queued, %(inflight)d in flight, %(delayed)d waiting to retry",
