@@ -311,3 +311,20 @@ def test_an_unmodified_scrapy_redis_spider_runs_on_the_frontier(env, site, redis
     (worker,) = run_workers("t_plain_redis", {**env, "SPIDER_MODULES": TEST_SPIDERS}, tmp_path, 1)
     assert sorted(d["title"] for d in mongo_db.pages.find()) == ["a", "home"], worker.log()[-3000:]
     assert Counter(shop.fetched("/")) == {"/": 1, "/a": 1}
+
+
+def test_an_unmodified_scrapy_redis_crawl_spider_shares_its_rules_requests(env, site, redis_client, mongo_db, tmp_path):
+    """A CrawlSpider's rules send every link to its private _callback/_errback: those requests cross Redis
+    too (two workers share them), none is kept in one worker's memory or refused by the other."""
+    lists = [f"/list/{n}" for n in range(4)]
+    items = [f"/item/{n}" for n in range(12)]
+    pages = {"/": html("home", *lists)}
+    pages.update({path: html(path, *items[n * 3:n * 3 + 3], *lists) for n, path in enumerate(lists)})
+    pages.update({path: html(path, "/") for path in items})
+    shop = site(pages)
+    redis_client.lpush("t_plain_redis_crawl:start_urls", f"{shop.url}/")
+    workers = run_workers("t_plain_redis_crawl", {**env, "SPIDER_MODULES": TEST_SPIDERS}, tmp_path, 2)
+    logs = "".join(worker.log() for worker in workers)
+    assert sorted(d["title"] for d in mongo_db.pages.find()) == sorted(items), logs[-3000:]
+    assert "cannot be stored as JSON" not in logs and "set aside" not in logs, logs[-3000:]
+    assert Counter(shop.fetched("/")) == dict.fromkeys(["/", *lists, *items], 1)

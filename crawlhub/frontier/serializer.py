@@ -3,7 +3,7 @@
 Pickle is never used: a pickle read from a shared server is remote code
 execution. Decoding is strict: the payload must be a JSON object with a
 string http(s) URL, the request class must be on an allowlist, callbacks must
-be public methods of the spider, and anything else is refused with a
+be public methods of the spider (or a CrawlSpider's rule callbacks), and anything else is refused with a
 :class:`DecodeError` that says why.
 
 Fields equal to the Request defaults are left out, so a plain GET with a small
@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from scrapy import Request, Spider
+from scrapy.spiders import CrawlSpider
 from scrapy.utils.misc import load_object
 from scrapy.utils.request import request_from_dict
 
@@ -53,7 +54,27 @@ _TYPES: dict[str, type | tuple[type, ...]] = {
 # credentials (meta, Proxy-Authorization) never go into Redis.
 PROXY_CHOSEN = meta.PROXY
 PER_DOWNLOAD_META = meta.PER_DOWNLOAD
+# Private methods that Scrapy's own spiders name as callbacks: a CrawlSpider's rules send every link to
+# _callback/_errback (the rule's index in meta). The only names starting with _ a payload may call.
+FRAMEWORK_CALLBACKS: dict[type, frozenset[str]] = {CrawlSpider: frozenset({"_callback", "_errback"})}
 MAX_PAYLOAD = 1 << 20  # 1 MiB: a request larger than this is not a request
+
+
+def _method_names(cls: type) -> dict[Any, str]:
+    """{function: name} for the methods (plain and class methods) that attribute lookup finds on
+    ``cls`` (a name's nearest definition in the MRO; an overridden base method is not one). Read from
+    the classes' ``__dict__``, so that no property or other descriptor of an instance is run."""
+    names: dict[Any, str] = {}
+    seen: set[str] = set()
+    for klass in cls.__mro__:
+        for name, value in vars(klass).items():
+            if name in seen:
+                continue
+            seen.add(name)
+            func = value.__func__ if isinstance(value, classmethod) else value
+            if inspect.isfunction(func):
+                names.setdefault(func, name)
+    return names
 
 
 class DecodeError(ValueError):
@@ -73,16 +94,25 @@ class RequestSerializer:
     def __init__(self, spider: Spider | None = None, allowed_classes: Iterable[str] = DEFAULT_ALLOWED_CLASSES) -> None:
         self.spider = spider
         self.allowed = set(allowed_classes)
+        self._names: dict[type, dict[Any, str]] = {}  # spider class -> {function: method name}
+        self._private_ok = frozenset().union(
+            *(names for cls, names in FRAMEWORK_CALLBACKS.items() if isinstance(spider, cls)))
 
     # -- encode ----------------------------------------------------------
     def encode(self, request: Request) -> bytes:
-        try:
-            d = request.to_dict(spider=self.spider)
-        except ValueError as exc:  # a callback or errback that is not a method of the spider
-            raise EncodeError(
-                f"request {request.url} cannot be stored as JSON: {exc} (use a method of the spider as "
-                f"callback/errback, by name, so that any worker can run it)"
-            ) from None
+        # Request.to_dict(spider=...) without its callback lookup: Scrapy's runs inspect.getmembers()
+        # on the spider for each request (~45 us, and it reads every property of the spider, the
+        # lazy Redis connection among them); the names are found on the spider's class instead
+        d: dict[str, Any] = {
+            "url": request.url,
+            "callback": self._method_name(request, request.callback, "callback"),
+            "errback": self._method_name(request, request.errback, "errback"),
+            "headers": dict(request.headers),
+        }
+        for attr in request.attributes:
+            d.setdefault(attr, getattr(request, attr))
+        if type(request) is not Request:
+            d["_class"] = f"{type(request).__module__}.{type(request).__name__}"
         if PROXY_CHOSEN in d.get("meta", {}):
             d["meta"] = {k: v for k, v in d["meta"].items() if k not in PER_DOWNLOAD_META}
             d["headers"] = {k: v for k, v in d.get("headers", {}).items() if k.lower() != b"proxy-authorization"}
@@ -106,6 +136,29 @@ class RequestSerializer:
             return json.dumps(out, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
         except (TypeError, ValueError) as exc:
             raise EncodeError(f"request {request.url} cannot be stored as JSON: {exc}") from None
+
+    def _method_name(self, request: Request, func: Any, what: str) -> str | None:
+        """The name under which the spider's class holds ``func`` (a method of the spider), as
+        Scrapy's ``_find_method`` finds it; an :class:`EncodeError` for anything else."""
+        if func is None or isinstance(func, str):
+            return func
+        target = getattr(func, "__func__", None)
+        if target is not None and self.spider is not None:
+            names = self._names.get(type(self.spider))
+            if names is None:
+                names = self._names[type(self.spider)] = _method_names(type(self.spider))
+            name = names.get(target)
+            if name is not None and (not name.startswith("_") or name in self._private_ok):
+                return name
+            if name is not None:  # decode() refuses it: stored, it could never be run
+                raise EncodeError(
+                    f"request {request.url} cannot be stored as JSON: its {what} {name!r} is a private method "
+                    f"(workers call only public methods of the spider from Redis; rename it)"
+                )
+        raise EncodeError(
+            f"request {request.url} cannot be stored as JSON: its {what} {func!r} is not a method of the "
+            f"spider (use a method of the spider as callback/errback, by name, so that any worker can run it)"
+        )
 
     # -- decode ----------------------------------------------------------
     def decode(self, payload: bytes | str) -> Request:
@@ -149,7 +202,7 @@ class RequestSerializer:
     def _check_method(self, name: object, what: str) -> None:
         if name is None:
             return
-        if not isinstance(name, str) or not name.isidentifier() or name.startswith("_"):
+        if not isinstance(name, str) or not name.isidentifier() or (name.startswith("_") and name not in self._private_ok):
             raise DecodeError(f"{what} {str(name)[:100]!r} is not a public method name")
         if self.spider is not None:
             method = getattr(self.spider, name, None)

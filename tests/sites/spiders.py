@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from scrapy_redis.spiders import RedisSpider
+from scrapy.linkextractors import LinkExtractor
+from scrapy.spiders import Rule
+from scrapy_redis.spiders import RedisCrawlSpider, RedisSpider
 
 from crawlhub.items import Page
 from crawlhub.spider import CrawlhubSpider
@@ -45,6 +47,21 @@ class PlainRedisSpider(RedisSpider):
                    source_url=response.url)
         for href in response.css("a::attr(href)").getall():
             yield response.follow(href, callback=self.parse)
+
+
+class PlainRedisCrawlSpider(RedisCrawlSpider):
+    """An unmodified scrapy-redis RedisCrawlSpider: its rules' requests (callback CrawlSpider._callback,
+    the rule's index in meta) cross Redis like any other."""
+
+    name = "t_plain_redis_crawl"
+    rules = (
+        Rule(LinkExtractor(allow=r"/list/"), follow=True),
+        Rule(LinkExtractor(allow=r"/item/"), callback="parse_item"),
+    )
+
+    def parse_item(self, response):
+        yield Page(url=response.url, title=response.css("title::text").get(), status=response.status,
+                   source_url=response.url)
 
 
 @dataclass
