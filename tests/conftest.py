@@ -23,6 +23,22 @@ from tests.sites.server import LocalSite
 _db_names = itertools.count()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def no_server_left_in_the_checkout():
+    """The suite never starts the checkout's own embedded servers (.crawlhub/, what `make demo` and a
+    user's crawls use): each test names its servers. One a test started anyway is stopped here, and the
+    run fails saying so (a test that reached for the embedded default, or code that starts one it must not)."""
+    home = harness.ROOT / ".crawlhub"
+    before = {service.name: service.pid for service in (EmbeddedRedis(home), EmbeddedMongo(home)) if service.running()}
+    yield
+    started = [service for service in (EmbeddedRedis(home), EmbeddedMongo(home))
+               if service.running() and before.get(service.name) != service.pid]
+    for service in started:
+        service.stop()
+    assert not started, (f"the tests started the checkout's embedded {', '.join(s.name for s in started)} "
+                         f"in {home} (stopped now): a test must name its own servers")
+
+
 @pytest.fixture(scope="session")
 def services_home(tmp_path_factory):
     return tmp_path_factory.mktemp("services")
