@@ -65,6 +65,13 @@ def redis_location(settings) -> tuple[str, bool]:
     return (cluster[1], True) if cluster else (services.redis_url(settings), False)
 
 
+def redis_shown(settings, url: str, cluster: bool) -> str:
+    """How a start-up line names the Redis at ``url`` (from :func:`redis_location`), password hidden."""
+    if cluster:
+        return f"Redis Cluster {redact_url(url)}"
+    return f"Redis {redact_url(url)}{'' if settings.get('REDIS_URL') else ' (embedded)'}"
+
+
 def is_cluster(server) -> bool:
     """Whether the client talks to a Redis Cluster."""
     return isinstance(server, RedisCluster)

@@ -12,6 +12,7 @@ import sys
 from scrapy.settings import Settings
 
 from crawlhub import services
+from crawlhub.connection import redis_shown
 from crawlhub.services import EmbeddedMongo, EmbeddedRedis, free_port
 from tests.frontier_ops import Frontier, Keys
 from tests.harness import ROOT, SCRAPY, http, run_workers, start_ui, wait_for
@@ -86,7 +87,8 @@ def test_embedded_servers_are_started_once_and_shared(site, tmp_path):
         assert run([*CRAWLHUB, "seed", "scrapeme", f"{shop.url}/shop/"], env).returncode == 0
         redis_pid = EmbeddedRedis(home).pid
         workers = run_workers("scrapeme", env, tmp_path, 2, CONCURRENT_REQUESTS=2)
-        assert f"seed it with: redis-cli -p {redis_port} lpush scrapeme:start_urls URL" in workers[0].log()
+        assert (f"Shared frontier on Redis redis://127.0.0.1:{redis_port}/0 (embedded); seed it with: "
+                f"redis-cli -p {redis_port} lpush scrapeme:start_urls URL") in workers[0].log()
         assert EmbeddedRedis(home).pid == redis_pid, "workers reused the running server"
         assert (home / "redis" / "appendonlydir").is_dir(), "AOF is on"
         assert (home / "mongo" / "data").is_dir()
@@ -105,6 +107,7 @@ def test_embedded_servers_are_started_once_and_shared(site, tmp_path):
         assert wait_for(lambda: json.loads(http(base + "/api/spiders/scrapeme/status")[2])["items"].get("stored")
                         == {"products": 64}, 15), ui.log()
         ui.kill()
+        assert f"(Redis redis://127.0.0.1:{redis_port}/0 (embedded), MongoDB embedded," in ui.log()
     finally:
         down = run([*CRAWLHUB, "services", "down"], env)
     assert "redis  stopped" in down.stdout and "mongo  stopped" in down.stdout
@@ -132,6 +135,12 @@ def test_embedded_redis_takes_the_standard_port_when_free_else_says_where(tmp_pa
         free.stop()
     assert services.seed_command("redis://127.0.0.1:6379/0", "scrapeme:start_urls") == "redis-cli lpush scrapeme:start_urls URL"
     assert services.seed_command("redis://:pw@10.1.2.3:6380/2", "k", "U") == "redis-cli -h 10.1.2.3 -p 6380 -n 2 --askpass lpush k U"
+    assert services.seed_command("redis://10.0.0.5:7000", "k", cluster=True) == "redis-cli -c -h 10.0.0.5 -p 7000 lpush k URL"
+    # how start-up lines name the Redis: never its password, "(embedded)" only for the embedded one
+    configured = Settings({"REDIS_URL": "redis://:s3cret@10.1.2.3:6380/2"})
+    assert redis_shown(configured, configured["REDIS_URL"], False) == "Redis redis://:***@10.1.2.3:6380/2"
+    assert redis_shown(Settings(), "redis://127.0.0.1:6379/0", False) == "Redis redis://127.0.0.1:6379/0 (embedded)"
+    assert redis_shown(Settings(), "redis://:s3cret@10.0.0.5:7000", True) == "Redis Cluster redis://:***@10.0.0.5:7000"
     assert services.services(tmp_path)[0].standard_port == 6379 and services.services(tmp_path)[1].standard_port == 27017
 
 

@@ -26,7 +26,8 @@ def test_the_page_shows_a_two_worker_crawl_live_and_pauses_and_resumes_it(env, s
 
     # 150 listing pages of 4 products at 5 pages/s: a 30 s crawl, long enough to watch it move and pause it
     # midway on a slow machine (CI took 12 s to get from the first page to the pause)
-    pages = shop_pages(150 * 4, 4)
+    products = 150 * 4
+    pages = shop_pages(products, 4)
     broken = "/shop/page/3/"
     good_page = pages[broken]
     pages[broken] = (500, "text/html", "<h1>down</h1>", {})  # a dead letter, fixed and requeued from the page
@@ -97,8 +98,8 @@ def test_the_page_shows_a_two_worker_crawl_live_and_pauses_and_resumes_it(env, s
         page.click("#resume")
         wait_all(workers, 180)
         assert set(shop.fetched("/shop")) == set(pages), "the crawl completes after resume"
-        assert mongo_db.products.count_documents({}) == 600
-        page.wait_for_function("document.getElementById('stored').textContent.replace(/,/g, '') === '600'",
+        assert mongo_db.products.count_documents({}) == products, "every product stored, the requeued page's too"
+        page.wait_for_function(f"document.getElementById('stored').textContent.replace(/,/g, '') === '{products}'",
                                timeout=30000)
         browser.close()
 

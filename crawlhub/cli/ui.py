@@ -21,7 +21,7 @@ def ui(host: str, port: int, interval: float) -> None:
     items, proxies, audit log) with pause/resume and requeue of dead letters and bad seeds.
     Reads Redis and MongoDB only; never runs a crawl. The API: docs/cli.md."""
     from crawlhub.config import redact_url
-    from crawlhub.connection import get_mongo, redis_location
+    from crawlhub.connection import get_mongo, redis_location, redis_shown
     from crawlhub.ui.app import Dashboard, is_loopback, serve
 
     token = os.environ.get("CRAWLHUB_UI_TOKEN", "").strip() or None
@@ -36,9 +36,7 @@ def ui(host: str, port: int, interval: float) -> None:
     shown = f"[{host}]" if ":" in host else host
     where = f"http://{shown}:{port}/" + ("?token=$CRAWLHUB_UI_TOKEN" if token else "")
     url, cluster = redis_location(current)
-    redis_shown = f"Redis Cluster {redact_url(url)}" if cluster else \
-        f"Redis {redact_url(url)}{'' if current.get('REDIS_URL') else ' (embedded)'}"
-    click.echo(f"crawlhub ui on {where} ({redis_shown}, "
+    click.echo(f"crawlhub ui on {where} ({redis_shown(current, url, cluster)}, "
                f"MongoDB {redact_url(current.get('MONGO_URI')) if current.get('MONGO_URI') else 'embedded'}, "
                f"database {current.get('MONGO_DATABASE')}); Ctrl-C to stop", err=True)
     try:

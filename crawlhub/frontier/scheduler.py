@@ -32,8 +32,7 @@ from scrapy.dupefilters import BaseDupeFilter
 from scrapy.utils.misc import build_from_crawler, load_object
 
 from crawlhub import services
-from crawlhub.config import redact_url
-from crawlhub.connection import connect_redis, redis_location
+from crawlhub.connection import connect_redis, redis_location, redis_shown
 from crawlhub.frontier.client import FrontierClient
 from crawlhub.frontier.dupefilter import RedisDupeFilter
 from crawlhub.frontier.serializer import EncodeError
@@ -86,8 +85,7 @@ class RedisScheduler(BaseScheduler):
             self.df = build_from_crawler(dupefilter_cls, self.crawler)
         self.upkeep.start()
         url, cluster = redis_location(settings)  # a cluster worker must not start an embedded Redis to say where
-        logger.info("Shared frontier on %s %s%s; seed it with: %s", "Redis Cluster" if cluster else "Redis", redact_url(url),
-                    "" if settings.get("REDIS_URL") or cluster else " (embedded)",
+        logger.info("Shared frontier on %s; seed it with: %s", redis_shown(settings, url, cluster),
                     services.seed_command(url, self.frontier.keys.seeds, cluster=cluster))
         counts = self.frontier.counts()
         if counts["queued"] or counts["inflight"] or counts["delayed"]:

@@ -3,8 +3,8 @@
 Pickle is never used: a pickle read from a shared server is remote code
 execution. Decoding is strict: the payload must be a JSON object with a
 string http(s) URL, the request class must be on an allowlist, callbacks must
-be public methods of the spider (or a CrawlSpider's rule callbacks), and anything else is refused with a
-:class:`DecodeError` that says why.
+be public methods of the spider (or a CrawlSpider's rule callbacks), and
+anything else is refused with a :class:`DecodeError` that says why.
 
 Fields equal to the Request defaults are left out, so a plain GET with a small
 meta is a few dozen bytes.
@@ -94,14 +94,15 @@ class RequestSerializer:
     def __init__(self, spider: Spider | None = None, allowed_classes: Iterable[str] = DEFAULT_ALLOWED_CLASSES) -> None:
         self.spider = spider
         self.allowed = set(allowed_classes)
-        self._names: dict[type, dict[Any, str]] = {}  # spider class -> {function: method name}
+        # {function: method name} of the spider's class, and the private names it may call from Redis
+        self._names = _method_names(type(spider)) if spider is not None else {}
         self._private_ok = frozenset().union(
             *(names for cls, names in FRAMEWORK_CALLBACKS.items() if isinstance(spider, cls)))
 
     # -- encode ----------------------------------------------------------
     def encode(self, request: Request) -> bytes:
         # Request.to_dict(spider=...) without its callback lookup: Scrapy's runs inspect.getmembers()
-        # on the spider for each request (~45 us, and it reads every property of the spider, the
+        # on the spider for each request (5x the rest of an encode, bench/serializer.py; and it reads every property of the spider, the
         # lazy Redis connection among them); the names are found on the spider's class instead
         d: dict[str, Any] = {
             "url": request.url,
@@ -142,23 +143,22 @@ class RequestSerializer:
         Scrapy's ``_find_method`` finds it; an :class:`EncodeError` for anything else."""
         if func is None or isinstance(func, str):
             return func
-        target = getattr(func, "__func__", None)
-        if target is not None and self.spider is not None:
-            names = self._names.get(type(self.spider))
-            if names is None:
-                names = self._names[type(self.spider)] = _method_names(type(self.spider))
-            name = names.get(target)
-            if name is not None and (not name.startswith("_") or name in self._private_ok):
-                return name
-            if name is not None:  # decode() refuses it: stored, it could never be run
-                raise EncodeError(
-                    f"request {request.url} cannot be stored as JSON: its {what} {name!r} is a private method "
-                    f"(workers call only public methods of the spider from Redis; rename it)"
-                )
-        raise EncodeError(
-            f"request {request.url} cannot be stored as JSON: its {what} {func!r} is not a method of the "
-            f"spider (use a method of the spider as callback/errback, by name, so that any worker can run it)"
-        )
+        name = self._names.get(getattr(func, "__func__", None))
+        if name is None:
+            raise EncodeError(
+                f"request {request.url} cannot be stored as JSON: its {what} {func!r} is not a method of the spider "
+                f"(use a method of the spider as callback/errback, by name, so that any worker can run it)"
+            )
+        if not self._callable(name):  # decode() would refuse it: stored, it could never be run
+            raise EncodeError(
+                f"request {request.url} cannot be stored as JSON: its {what} {name!r} is a private method "
+                f"(workers call only public methods of the spider from Redis; rename it)"
+            )
+        return name
+
+    def _callable(self, name: str) -> bool:
+        """Whether a payload may name method ``name``: a public one, or a framework callback."""
+        return not name.startswith("_") or name in self._private_ok
 
     # -- decode ----------------------------------------------------------
     def decode(self, payload: bytes | str) -> Request:
@@ -202,7 +202,7 @@ class RequestSerializer:
     def _check_method(self, name: object, what: str) -> None:
         if name is None:
             return
-        if not isinstance(name, str) or not name.isidentifier() or (name.startswith("_") and name not in self._private_ok):
+        if not isinstance(name, str) or not name.isidentifier() or not self._callable(name):
             raise DecodeError(f"{what} {str(name)[:100]!r} is not a public method name")
         if self.spider is not None:
             method = getattr(self.spider, name, None)
