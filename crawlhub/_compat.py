@@ -7,6 +7,10 @@ Scrapy:
 * ``engine._slot.nextcall``: asks the engine for requests now. Scrapy asks an
   idle scheduler only on its 5-second heartbeat; on a shared frontier other
   workers push work meanwhile. Without it the heartbeat still works (slower).
+* ``engine._slot.inprogress``: the requests the engine holds, from the start
+  of their download until their callback's output is consumed. The lease
+  warden's sweep ends a lease whose request left it with no end recorded;
+  without it the sweep is off (the signals still end most leases).
 
 scrapy-playwright (``ScrapyPlaywrightDownloadHandler``):
 * ``config`` (launch options, limits) and ``abort_request``: set by crawlhub's
@@ -41,6 +45,17 @@ def wake_engine(crawler) -> bool:
         return False
     nextcall.schedule()
     return True
+
+
+def in_progress(crawler) -> set | None:
+    """The requests Scrapy's engine holds now (private ``engine._slot.inprogress``); None if it cannot tell."""
+    try:
+        engine = crawler.engine
+    except RuntimeError:
+        return None
+    slot = getattr(engine, "_slot", None)
+    held = getattr(slot, "inprogress", None)
+    return held if isinstance(held, set) else None
 
 
 def check_playwright_handler(cls) -> None:

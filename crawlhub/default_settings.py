@@ -124,6 +124,11 @@ LEASE_MAX_EXPIRIES = 5
 # Retries after the first attempt (Scrapy's setting), then <spider>:dlq.
 RETRY_TIMES = 2
 RETRY_HTTP_CODES = [500, 502, 503, 504, 522, 524, 408, 429]
+# Answers that say the page is gone: not retried, counted per domain (permanent_failures), the lease
+# acked (a revisited page's items are marked gone). Any other error status (400 or more) that is not
+# retried and that the spider does not handle (handle_httpstatus_list, HTTPERROR_ALLOWED_CODES) goes to
+# the dead-letter list with its status: nothing is ignored silently.
+HTTP_GONE_CODES = [404, 410]
 # Backoff before retry n: RETRY_BACKOFF_BASE * 2**(n-1) seconds, at most
 # RETRY_BACKOFF_MAX, times a random 0.5-1.0; never before Retry-After.
 RETRY_BACKOFF_BASE = 1.0
@@ -239,6 +244,9 @@ GENERIC_DEPTH_LIMIT = 3
 TWISTED_REACTOR = "twisted.internet.asyncioreactor.AsyncioSelectorReactor"
 FEED_EXPORT_ENCODING = "utf-8"
 LOG_LEVEL = "INFO"
+# Scrapy's log lines; crawlhub's also notes an unhandled download failure (one raised in a downloader
+# middleware's process_response included) on its request, for the dead letter's reason.
+LOG_FORMATTER = "crawlhub.logformatter.LogFormatter"
 
 # --- Browser: headless Chromium through scrapy-playwright (docs/browser.md) ---
 # Spiders with use_browser or browser_needs get the browser download handler;

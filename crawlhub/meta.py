@@ -13,6 +13,8 @@ ATTEMPTS = "crawlhub_attempts"  # failed attempts so far
 FIRST_ATTEMPT = "crawlhub_first_attempt"  # time of the first attempt
 EXPIRIES = "crawlhub_expiries"  # times its lease expired (its worker died)
 SAME_PAGE = "crawlhub_same_page"  # this request replaces its lease's (same page, fetched another way)
+# the download failure Scrapy reported for this request (crawlhub.logformatter): a leaked lease's reason
+FAILURE = "crawlhub_failure"
 
 # -- continuous crawling (crawlhub.revisit) -------------------------------------------------------------
 REVISIT = "revisit"  # set by a spider: this page's revisit interval ("6h", seconds), or False: never again
@@ -38,8 +40,9 @@ HEADER_PROFILE = "header_profile"  # set by a spider: a profile id to use, or Fa
 ATTEMPT_STARTED = "crawlhub_attempt_started"  # when this attempt went to the downloader (monotonic)
 
 # Meta of one download only: never written to Redis.
-PER_DOWNLOAD = ("proxy", "_auth_proxy", "_scheme_proxy", "playwright_context", "playwright_context_kwargs", PROXY)
+PER_DOWNLOAD = ("proxy", "_auth_proxy", "_scheme_proxy", "playwright_context", "playwright_context_kwargs", PROXY,
+                FAILURE)
 
 # Meta that belongs to the request a child was made from, not to the child (Scrapy copies
 # meta into follow-ups in some spiders): a new request starts without them.
-PARENT_ONLY = (LEASE, ATTEMPTS, FIRST_ATTEMPT, EXPIRIES, STATUS)
+PARENT_ONLY = (LEASE, ATTEMPTS, FIRST_ATTEMPT, EXPIRIES, STATUS, FAILURE)

@@ -35,6 +35,26 @@ def test_scrapy_engine_slot_nextcall_wakes_the_engine():
     assert _compat.wake_engine(crawler) and calls == [0]
 
 
+def test_scrapy_engine_slot_inprogress_holds_the_requests_of_the_engine():
+    """Scrapy's private engine._slot.inprogress (the lease warden's sweep reads it): a request is in it from
+    the start of its download until its callback's output is consumed."""
+    from scrapy.core.engine import ExecutionEngine, _Slot
+
+    assert "self.inprogress" in inspect.getsource(_Slot.__init__), "engine _Slot.inprogress is gone (crawlhub/_compat.py)"
+    assert "add_request(request)" in inspect.getsource(ExecutionEngine._download), "the engine no longer adds a download"
+    assert "_remove_request" in inspect.getsource(ExecutionEngine._start_scheduled_request), (
+        "the engine no longer removes a request after its output is handled")
+    crawler = get_crawler(Spider)
+    crawler.engine = crawler._create_engine()
+    assert _compat.in_progress(crawler) is None, "before the spider opens: unknown"
+
+    class Slot:
+        inprogress = {"a request"}
+
+    crawler.engine._slot = Slot()
+    assert _compat.in_progress(crawler) == {"a request"}
+
+
 def test_scrapy_playwright_handler_has_what_crawlhub_overrides():
     from scrapy_playwright.handler import ScrapyPlaywrightDownloadHandler
 

@@ -6,8 +6,12 @@ error, 5xx, 408 or 429 does not retry in place: the request goes to
 with jitter (RETRY_BACKOFF_BASE * 2**(attempt-1), at most RETRY_BACKOFF_MAX,
 and never before a Retry-After header says). Any worker takes it up when it
 is due, and a waiting retry holds no download slot. After RETRY_TIMES retries
-the request goes to ``<spider>:dlq``. 404 and 410 are permanent: not retried,
-counted per domain.
+the request goes to ``<spider>:dlq``. HTTP_GONE_CODES (404, 410) are permanent:
+not retried, counted per domain. Any other error status that is not retried
+(400, 401, 403, 451, 501, ...) and that the spider does not handle (Scrapy's
+``handle_httpstatus_list``, ``handle_httpstatus_all``, HTTPERROR_ALLOWED_CODES,
+HTTPERROR_ALLOW_ALL) goes to the dead-letter list with its status, where
+Scrapy's HttpErrorMiddleware would ignore it at INFO.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from scrapy.utils.response import response_status_message
 
 from crawlhub.components import FrontierMiddleware
 
-PERMANENT = {404, 410}
+HTTPERROR = "scrapy.spidermiddlewares.httperror.HttpErrorMiddleware"
 
 
 def retry_after_seconds(value: bytes | None) -> float:
@@ -48,20 +52,41 @@ class FrontierRetryMiddleware(FrontierMiddleware):
         self.exceptions = tuple(
             load_object(e) if isinstance(e, str) else e for e in settings.getlist("RETRY_EXCEPTIONS")
         )
+        self.gone = {int(c) for c in settings.getlist("HTTP_GONE_CODES")}
+        # Scrapy's HttpErrorMiddleware ignores the error statuses a spider does not handle; turned off, the spider gets all
+        self.httperror = settings.getwithbase("SPIDER_MIDDLEWARES").get(HTTPERROR) is not None
+        self.allow_all = settings.getbool("HTTPERROR_ALLOW_ALL")
+        self.allowed = {int(c) for c in settings.getlist("HTTPERROR_ALLOWED_CODES")}
 
     def process_response(self, request, response):
         frontier = self.frontier
-        if frontier is None or request.meta.get("dont_retry") or not self.enabled:
+        if frontier is None:
             return response
-        if response.status in PERMANENT:
-            frontier.permanent_failure(request, response.status)
+        status = response.status
+        if status in self.gone:
+            frontier.permanent_failure(request, status)
             return response
-        if response.status in self.codes:
+        if self.enabled and not request.meta.get("dont_retry") and status in self.codes:
             wait = retry_after_seconds(response.headers.get(b"Retry-After"))
-            outcome = frontier.retry(request, response_status_message(response.status), wait, response.status)
+            outcome = frontier.retry(request, response_status_message(status), wait, status)
             if outcome:
-                raise IgnoreRequest(f"{response.status}: {outcome} scheduled through the frontier")
+                raise IgnoreRequest(f"{status}: {outcome} scheduled through the frontier")
+        if status >= 400 and not self.spider_handles(request, status) and frontier.lease_of(request) is not None:
+            why = "not retried" if status not in self.codes else "dont_retry"
+            frontier.dead_letter(request, error=f"HTTP {response_status_message(status)} ({why})", status=status)
+            raise IgnoreRequest(f"{status}: in the dead-letter list")
         return response
+
+    def spider_handles(self, request, status: int) -> bool:
+        """Whether the spider's callback gets this error status (Scrapy's HttpErrorMiddleware's rules)."""
+        if not self.httperror or request.meta.get("handle_httpstatus_all"):
+            return True
+        if "handle_httpstatus_list" in request.meta:
+            return status in request.meta["handle_httpstatus_list"]
+        if self.allow_all:
+            return True
+        spider = self.crawler.spider
+        return status in getattr(spider, "handle_httpstatus_list", self.allowed)
 
     def process_exception(self, request, exception):
         frontier = self.frontier

@@ -30,6 +30,9 @@ class Lease:
     downloading: bool = True  # holds one of its domain's concurrency slots
     output_done: bool = False
     error: str | None = None  # the callback raised: the lease ends in the DLQ
+    # the request object handed to Scrapy's engine: LeaseWarden's sweep sees when Scrapy is done with it
+    request: Request | None = None
+    status: int | None = None  # the last answer's status, when one came (response_received)
     # a revisit: what the status store must do once the page's items are stored (crawlhub.revisit.store.GoneCheck)
     after_store: Any = None
 
@@ -58,7 +61,7 @@ class LeaseBook:
 
     def add(self, lease_id: str, request: Request, payload: bytes) -> Lease:
         request.meta[meta.LEASE] = lease_id
-        lease = self._leases[lease_id] = Lease(lease_id, request.url, payload, request.priority)
+        lease = self._leases[lease_id] = Lease(lease_id, request.url, payload, request.priority, request=request)
         return lease
 
     def get(self, lease_id: str) -> Lease | None:
@@ -124,9 +127,11 @@ class LeaseBook:
         lease = self.of(request)
         if lease is None:
             return None
-        lease.output_done = True
-        if error is not None:
+        if error is not None and lease.error is None:
             lease.error = f"callback error: {type(error).__name__}: {error}"[:1000]
+        if lease.output_done:  # told twice (the spider middleware, then spider_error): it ends once
+            return None
+        lease.output_done = True
         return lease if lease.done else None
 
     # -- the store's flushes ------------------------------------------------------------------------

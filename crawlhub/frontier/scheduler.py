@@ -37,6 +37,7 @@ from crawlhub.frontier.client import FrontierClient
 from crawlhub.frontier.dupefilter import RedisDupeFilter
 from crawlhub.frontier.serializer import EncodeError
 from crawlhub.frontier.upkeep import Upkeep
+from crawlhub.frontier.warden import LeaseWarden
 from crawlhub.spider import worker_id
 
 logger = logging.getLogger(__name__)
@@ -58,9 +59,11 @@ class RedisScheduler(BaseScheduler):
         self.crawler = crawler
         self.frontier = frontier
         self.stats = crawler.stats
-        self.upkeep = Upkeep(crawler, frontier, self.has_pending_requests)
         self.local: deque[Request] = deque()  # requests that cannot be JSON: this worker crawls them
         self.prefetched: deque[Request] = deque()  # leased in the last call, not yet handed to the engine
+        # the one owner of every lease's end (signals, and a sweep for what no hook saw)
+        self.warden = LeaseWarden(crawler, frontier, lambda: self.prefetched)
+        self.upkeep = Upkeep(crawler, frontier, self.has_pending_requests, self.warden.sweep)
         self.concurrency = settings.getint("CONCURRENT_REQUESTS")
         self.lease_batch = settings.getint("FRONTIER_LEASE_BATCH")
 
@@ -95,6 +98,7 @@ class RedisScheduler(BaseScheduler):
     def close(self, reason: str) -> None:
         """Give back what this worker still holds; never flush the shared frontier."""
         self.upkeep.stop()
+        self.warden.sweep()  # a lease whose request already left Scrapy ends as it should, not given back
         self.frontier.close()
         if self.local:
             logger.error(

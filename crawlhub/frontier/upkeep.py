@@ -1,6 +1,7 @@
 """Upkeep: the timers of one worker's frontier client, and waking Scrapy's engine.
 
-* the poller (FRONTIER_POLL_INTERVAL) sends what is pending and wakes the
+* the poller (FRONTIER_POLL_INTERVAL) runs the lease warden's sweep
+  (crawlhub/frontier/warden.py), sends what is pending and wakes the
   engine when other workers queued requests while this one starved: Scrapy
   asks an idle scheduler again only on its 5-second heartbeat;
 * maintenance (LEASE_MAINTENANCE_INTERVAL) sends the cluster counters,
@@ -32,11 +33,13 @@ logger = logging.getLogger(__name__)
 
 
 class Upkeep:
-    def __init__(self, crawler: Crawler, frontier: FrontierClient, has_pending: Callable[[], bool]):
+    def __init__(self, crawler: Crawler, frontier: FrontierClient, has_pending: Callable[[], bool],
+                 sweep: Callable[[], int] = lambda: 0):
         settings = crawler.settings
         self.crawler = crawler
         self.frontier = frontier
         self.has_pending = has_pending  # the scheduler's: anything for this worker to take
+        self.sweep = sweep  # the lease warden's: end the leases whose requests left Scrapy unseen
         self.poll_interval = settings.getfloat("FRONTIER_POLL_INTERVAL")
         self.maintenance_interval = settings.getfloat("LEASE_MAINTENANCE_INTERVAL")
         self.reclaim_interval = settings.getfloat("LEASE_RECLAIM_INTERVAL")
@@ -72,8 +75,12 @@ class Upkeep:
 
     # -- waking the engine ----------------------------------------------------------------------------
     def poll(self) -> None:
-        """Send what is pending; wake the engine if work appeared while it starved."""
+        """End leaked leases; send what is pending; wake the engine if work appeared while it starved."""
         frontier = self.frontier
+        try:
+            self.sweep()
+        except Exception:  # noqa: BLE001 - a timer must not die
+            logger.exception("The lease sweep failed")
         if frontier.has_pending_writes:
             frontier.flush()
         if not self.starved or frontier.budget_exhausted or time.monotonic() < self.not_before:
@@ -131,6 +138,8 @@ class Upkeep:
         frontier = self.frontier
         now = time.monotonic()
         try:
+            if not self.poll_interval:  # the poller sweeps otherwise
+                self.sweep()
             frontier.flush()
             frontier.counters.send()
             if now - self._last_renew >= frontier.lease_ttl / 3:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import ClassVar
 
+from scrapy.exceptions import IgnoreRequest
 from scrapy.linkextractors import LinkExtractor
 from scrapy.spiders import Rule
 from scrapy_redis.spiders import RedisCrawlSpider, RedisSpider
@@ -134,3 +136,35 @@ class PagesRevisitSpider(CrawlhubSpider):
         yield Page(url=response.url, title=response.css("title::text").get(), status=response.status,
                    source_url=response.url)
         yield from self.follow_links(response, response.css("a::attr(href)").getall())
+
+
+class HostileSpider(CrawlhubSpider):
+    """Every way a page can leave Scrapy without reaching a generator callback that ends well: a callback
+    that raises before yielding (``json.loads`` of an HTML page), a seed whose cb_kwargs the callback does
+    not take, error statuses Scrapy ignores, a corrupt gzip body (raised in HttpCompressionMiddleware's
+    process_response) and a user middleware's IgnoreRequest in process_response (``/ignored``)."""
+
+    name = "t_hostile"
+    custom_settings = {"DOWNLOADER_MIDDLEWARES": {"tests.sites.spiders.IgnoringMiddleware": 600}}
+
+    def parse(self, response):
+        if "/api" in response.url:
+            return self.parse_api(response)
+        items = [Page(url=response.url, title=response.css("title::text").get(), status=response.status,
+                      source_url=response.url)]
+        return items + list(self.follow_links(response, response.css("a::attr(href)").getall()))
+
+    def parse_api(self, response):
+        return [json.loads(response.text)]  # an HTML page where JSON was expected: raises, not a generator
+
+    def parse_with(self, response, page):
+        yield Page(url=response.url, title=str(page), status=response.status, source_url=response.url)
+
+
+class IgnoringMiddleware:
+    """A project's downloader middleware that drops ``/ignored`` in process_response."""
+
+    def process_response(self, request, response, spider=None):
+        if request.url.endswith("/ignored"):
+            raise IgnoreRequest("this project does not want /ignored")
+        return response

@@ -1,0 +1,24 @@
+"""LogFormatter: Scrapy's, which also notes an unhandled download failure on its request.
+
+Scrapy calls ``download_error`` when a download failed and no errback took
+the failure, whatever raised it: the download itself, or a downloader
+middleware's ``process_response`` (a corrupt gzip body, a decompression
+bomb), which no ``process_exception`` sees. The failure's text is put in the
+request's meta (``crawlhub.meta.FAILURE``, never written to Redis), where the
+lease warden finds it as the dead letter's reason (crawlhub/frontier/warden.py).
+The log lines are Scrapy's own.
+"""
+
+from __future__ import annotations
+
+from scrapy import logformatter
+
+from crawlhub import meta
+
+
+class LogFormatter(logformatter.LogFormatter):
+    def download_error(self, failure, request, spider=None, errmsg=None):
+        from crawlhub.frontier.warden import failure_text
+
+        request.meta[meta.FAILURE] = (errmsg or failure_text(failure.value))[:1000]
+        return super().download_error(failure, request, spider, errmsg)

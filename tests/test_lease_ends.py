@@ -1,0 +1,63 @@
+"""Every request ends (issue #26, items 2-4 and 7): whichever way a page leaves Scrapy, its lease closes,
+stored or in the dead-letter list with a non-empty reason, and the crawl ends in bounded time.
+
+Real `scrapy crawl` workers, real Redis and MongoDB-wire servers, a local https site with hostile pages."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+from tests.harness import cli, run_workers
+
+SPIDERS = "spiders,tests.sites.spiders"
+PAGE = '<html><head><title>{0}</title></head><body>{1}</body></html>'
+
+
+def hostile_pages() -> dict:
+    links = ["/a", "/old", "/api/1", "/forbidden", "/bad", "/unauth", "/legal", "/notimpl", "/gz", "/ignored"]
+    return {
+        "/": PAGE.format("home", " ".join(f'<a href="{u}">{u}</a>' for u in links)),
+        "/a": PAGE.format("a", ""),
+        "/b": PAGE.format("b", '<a href="/a">a</a>'),
+        "/old": (301, "text/html", "", {"Location": "/b"}),
+        "/api/1": PAGE.format("not json", ""),
+        "/forbidden": (403, "text/html", PAGE.format("no", ""), {}),
+        "/bad": (400, "text/html", PAGE.format("bad", ""), {}),
+        "/unauth": (401, "text/html", PAGE.format("who", ""), {}),
+        "/legal": (451, "text/html", PAGE.format("legal", ""), {}),
+        "/notimpl": (501, "text/html", PAGE.format("501", ""), {}),
+        # a body that says gzip and is not: Scrapy's HttpCompressionMiddleware raises in process_response
+        "/gz": (200, "text/html", b"\x1f\x8b\x08\x00not gzip at all" + gzip.compress(b"x")[10:14],
+                {"Content-Encoding": "gzip"}),
+        "/ignored": PAGE.format("ignored", ""),
+        "/kw": PAGE.format("kw", ""),
+    }
+
+
+def test_every_hostile_page_ends_stored_or_dead_lettered_with_its_reason(env, site, redis_client, mongo_db, tmp_path):
+    web = site(hostile_pages(), tls=True)
+    redis_client.lpush("t_hostile:start_urls", f"{web.url}/",
+                       json.dumps({"url": f"{web.url}/kw", "callback": "parse_with", "cb_kwargs": {"wrong": 1}}))
+    env = dict(env, SPIDER_MODULES=SPIDERS, RETRY_TIMES="0")
+    (worker,) = run_workers("t_hostile", env, tmp_path, 1, timeout=90)
+
+    stored = sorted(d["url"] for d in mongo_db.pages.find())
+    assert stored == [f"{web.url}{p}" for p in ("/", "/a", "/b")]
+    letters = {json.loads(r)["url"]: json.loads(r) for r in redis_client.lrange("t_hostile:dlq", 0, -1)}
+    reasons = {url.removeprefix(web.url): letter["error"] for url, letter in letters.items()}
+    assert sorted(reasons) == sorted(["/api/1", "/kw", "/forbidden", "/bad", "/unauth", "/legal", "/notimpl", "/gz",
+                                      "/ignored"]), reasons
+    assert all(reasons.values()), f"a dead letter without a reason: {reasons}"
+    assert reasons["/api/1"].startswith("callback error: JSONDecodeError"), reasons["/api/1"]
+    assert reasons["/kw"].startswith("callback error: TypeError") and "wrong" in reasons["/kw"], reasons["/kw"]
+    for path, status in (("/forbidden", 403), ("/bad", 400), ("/unauth", 401), ("/legal", 451), ("/notimpl", 501)):
+        assert letters[f"{web.url}{path}"]["status"] == status and reasons[path].startswith(f"HTTP {status}"), reasons
+    assert "gzip" in reasons["/gz"].lower() or "decompress" in reasons["/gz"].lower(), reasons["/gz"]
+    assert "left Scrapy without reaching the spider" in reasons["/ignored"], reasons["/ignored"]
+    # nothing leased, nothing in flight, nothing queued: the crawl ended, and was not handed back
+    assert redis_client.zcard("t_hostile:inflight") == 0 and redis_client.hlen("t_hostile:leases") == 0
+    assert "unfinished requests back to the shared queue" not in worker.log()
+    # the counters agree with the store and the DLQ
+    status = json.loads(cli(env, "status", "t_hostile", "--json").stdout)
+    assert status["totals"]["items"] == 3 and status["dlq"] == 9, status
