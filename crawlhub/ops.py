@@ -117,8 +117,9 @@ def cluster_status(server, settings, spider: str, with_items: bool = True, mongo
     pipe = server.pipeline(transaction=False)
     pipe.llen(keys["seeds"]).llen(keys["bad_seeds"]).llen(keys["bad_requests"])
     pipe.get(keys["budget"]).get(keys["budget_used"]).hgetall(keys["stats"]).hgetall(keys["workers"])
-    pipe.hgetall(keys["stats_totals"]).exists(keys["paused"]).xlen(keys["log"])
-    (seeds, bad_seeds, bad_requests, budget, budget_used, counters, workers, totals, paused, logged) = pipe.execute()
+    pipe.hgetall(keys["stats_totals"]).exists(keys["paused"]).xlen(keys["log"]).lrange(keys["incidents"], 0, 9)
+    (seeds, bad_seeds, bad_requests, budget, budget_used, counters, workers, totals, paused, logged,
+     incidents) = pipe.execute()
     totals = _ints(totals)
     heartbeat = settings.getfloat("WORKER_HEARTBEAT_INTERVAL")
     dead_after = settings.getfloat("WORKER_DEAD_AFTER") or 3 * heartbeat
@@ -160,6 +161,8 @@ def cluster_status(server, settings, spider: str, with_items: bool = True, mongo
         "workers": workers, "workers_alive": sum(w["alive"] for w in workers),
         "workers_dead": sum(w["state"] == "dead" for w in workers),
         "counters": _ints(counters),
+        # what workers saw go wrong with the frontier itself (it vanished from Redis), newest first
+        "incidents": [json.loads(raw) for raw in incidents],
     }
     if with_items:
         data["items"] = item_counts(settings, spider, totals.get("items", 0), mongo)
@@ -196,6 +199,10 @@ def format_status(data: dict) -> list[str]:
         f"retries={t['retries']}  latency p50 {_ms(data['latency_ms']['p50'])} p95 {_ms(data['latency_ms']['p95'])}",
         f"dead letters: {data['dlq']}   bad seeds: {data['bad_seeds']}   bad request payloads: {data['bad_requests']}",
     ]
+    for incident in data.get("incidents", [])[:3]:
+        lines.append(f"!! {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(incident['at']))}: {incident['what']} "
+                     f"(seen by {incident['worker']}, holding {incident.get('held_pages', 0)} pages): queued pages "
+                     "are lost; seed again (docs/frontier.md)")
     items = data.get("items")
     if items is not None:
         if "error" in items:

@@ -121,9 +121,9 @@ def test_records_cross_into_lua_with_named_fields():
     assert payload == b'{"url": "http://a.test/"}'
     bloom = dict(zip(ENQUEUE_ARGV, op.to_argv(["b", "bits", 1000, 3, 7])[0].split("\t"), strict=True))
     assert (bloom["kind"], bloom["key"], bloom["extra"]) == ("b", "bits", "1000,3,7")
-    reply = Tick.from_reply([b"ok", b"0.250", 3, 1, b"7@a.test", b"{}"])
+    reply = Tick.from_reply([b"ok", b"0.250", 3, 1, b"", b"7@a.test", b"{}"])
     assert (reply.wait, reply.added, reply.acked, reply.taken) == (0.25, 3, 1, [("7@a.test", b"{}")])
-    assert Tick.from_reply([b"budget", b"", 0, 0]).budget_exhausted and Tick.from_reply([b"paused", b"", 0, 0]).paused
+    assert Tick.from_reply([b"budget", b"", 0, 0, b""]).budget_exhausted and Tick.from_reply([b"paused", b"", 0, 0, b""]).paused
 
 
 def test_the_lua_scripts_take_every_key_name_from_the_registry(redis_client):
@@ -154,3 +154,28 @@ def test_every_spider_key_comes_from_the_registry(spider):
     keys = key_names.Keys.for_spider(get_crawler(Spider).settings, spider)
     assert all(name.startswith(f"{spider}:") for name in keys.names().values())
     assert len(set(keys.names().values())) == len(keys.names()), "no two fields name one key"
+
+
+def test_a_round_reads_the_frontier_epoch_and_judges_it():
+    from crawlhub.frontier.epoch import Epoch, judge
+
+    assert Tick.from_reply([b"ok", b"", 0, 0, b""]).epoch is None, "not read"
+    assert Tick.from_reply([b"ok", b"", 0, 0, b"e"]).epoch == "", "read: the key is gone"
+    assert Tick.from_reply([b"ok", b"", 0, 0, b'e{"id":"x"}']).epoch == '{"id":"x"}'
+    known = Epoch.new("created").to_json()
+    assert judge(known, None) == "same" and judge(known, known) == "same"
+    assert judge(known, Epoch.new("reset").to_json()) == "moved"
+    assert judge(known, "") == "vanished", "no key: Redis lost the frontier"
+    assert judge(known, Epoch.new("created").to_json()) == "vanished", "made anew by another worker after it vanished"
+    assert judge(known, "garbage") == "vanished"
+
+
+def test_the_local_filter_is_cleared_whole():
+    from crawlhub.frontier.dupefilter import RecentFingerprints
+
+    recent = RecentFingerprints(2)
+    for key in (1, 2, 3):
+        recent.add(key)
+    assert 1 in recent and 3 in recent and len(recent) == 3
+    recent.clear()
+    assert len(recent) == 0 and 1 not in recent

@@ -32,6 +32,7 @@ from scrapy.statscollectors import StatsCollector
 
 from crawlhub import meta
 from crawlhub._utils.urls import domain_of
+from crawlhub.frontier import epoch
 from crawlhub.frontier.dupefilter import RecentFingerprints, make_filters
 from crawlhub.frontier.keys import Keys
 from crawlhub.frontier.leasebook import Lease, LeaseBook
@@ -119,6 +120,8 @@ class FrontierClient:
         self.redis_back_at = float("-inf")  # monotonic time Redis answered again after an outage (none yet)
         self.on_redis_back: list[Callable[[], None]] = []  # run when Redis answers again
         self.on_store_drained: list[Callable[[], None]] = []  # run when the store's buffer has room again
+        self.lost = ""  # why the shared frontier is gone (it vanished from Redis), "" while it is there
+        self.on_lost: list[Callable[[str], None]] = []  # run once when the frontier is found gone
         # the cold side: what fetches tell the URL status store (crawlhub.revisit), written by the store's flush
         self.status_updates: list[Any] = []
 
@@ -127,6 +130,7 @@ class FrontierClient:
         self.spider_name = spider.name
         self.keys = Keys.for_spider(settings, spider.name, cluster=is_cluster(self.server))
         claim_layout(self.server, self.keys)
+        self.epoch = epoch.claim(self.server, self.keys)  # read again with every round that leases
         self.counters = ClusterCounters(self.server, self.keys.stats)
         self.politeness = Politeness.from_settings(self.server, settings, self.keys)
         self.ops = Partitions(
@@ -212,8 +216,12 @@ class FrontierClient:
                 ack = [a for a in [*safe, *ack] if a not in held]
             else:
                 ack = [*safe, *ack]
+        if outcome.failed and self.recent is not None:
+            self.recent.clear()  # a failover may have lost writes the local filter mirrors
         if self.redis_down:  # back: renew at once, and reclaim nobody's leases for a LEASE_TTL
             self.redis_down, self.redis_back_at = False, time.monotonic()
+            if self.recent is not None:
+                self.recent.clear()  # a restart from its AOF may have lost the last writes the local filter mirrors
             for callback in self.on_redis_back:
                 callback()
         if enq:
@@ -223,6 +231,48 @@ class FrontierClient:
         if ack:
             self.stats.inc_value("leases/acked", len(ack))
         return result
+
+    def _watch_epoch(self, seen: str | None) -> None:
+        """A round read the frontier's epoch: a reset drops this worker's copies of the old state; a frontier
+        that vanished is said loudly, recorded, and ends this worker's crawl (never as "finished")."""
+        verdict = epoch.judge(self.epoch, seen)
+        if verdict == "same" or seen is None:
+            return
+        self.epoch = seen
+        if self.recent is not None:
+            self.recent.clear()  # it mirrored the shared duplicate filter, which is not the same any more
+        if verdict == "moved":
+            moved = epoch.Epoch.parse(seen)
+            self.budget_exhausted = False
+            logger.info("The frontier of %s was replaced (%s at %s): this worker dropped its local link filter "
+                        "and goes on with the new one", self.spider_name, moved.why if moved else "?",
+                        time.strftime("%H:%M:%S", time.localtime(moved.at)) if moved else "?")
+            self.stats.inc_value("frontier/epoch_moved")
+            return
+        if not seen:  # gone: made anew, so that every other worker finds it changed too
+            self.epoch = epoch.claim(self.server, self.keys)
+        self._vanished()
+
+    def _vanished(self) -> None:
+        held = len(self.leases)
+        self.lost = (f"the shared frontier of {self.spider_name} vanished from Redis (its epoch key "
+                     f"{self.keys.epoch} is gone or made anew): its queue, duplicate filter and leases are lost")
+        logger.error("%s. Redis restarted without its data (run it with appendonly yes: docs/deploy.md), or its keys "
+                     "were deleted. This worker puts back the %d pages it holds and stops (close reason "
+                     "frontier_lost); pages that were only queued are lost: seed the crawl again (`crawlhub seeds`) "
+                     "and restart the workers.", self.lost, held)
+        self.stats.inc_value("frontier/vanished")
+        record = json.dumps({"at": time.time(), "worker": self.worker, "what": "frontier vanished",
+                             "held_pages": held}, separators=(",", ":"))
+        try:
+            pipe = self.server.pipeline(transaction=False)
+            pipe.lpush(self.keys.incidents, record)
+            pipe.ltrim(self.keys.incidents, 0, 99)
+            pipe.execute()
+        except redis.RedisError as exc:
+            logger.warning("Could not record the incident in %s: %s", self.keys.incidents, exc)
+        for callback in self.on_lost:
+            callback(self.lost)
 
     def _read_limits(self) -> None:
         """Partitioned, the run-time limits (`crawlhub limits`, a cluster-wide hash) go with each tick,
@@ -239,6 +289,7 @@ class FrontierClient:
         result = self.flush(n)
         if result is None:
             return [], None
+        self._watch_epoch(result.epoch)
         if result.budget_exhausted and not self.budget_exhausted:
             self.budget_exhausted = True
             logger.info("The crawl budget is used up: this worker takes no more requests")
@@ -521,6 +572,10 @@ class FrontierClient:
         returned = 0
         for lease in self.leases:
             try:
+                if self.lost:  # its lease record vanished with the frontier: queued again as it was
+                    self.ops.push(lease.payload, lease.priority, lease_domain(lease.id))
+                    returned += 1
+                    continue
                 returned += self.ops.requeue(lease.id, lease.payload, lease.priority)
             except redis.RedisError as exc:
                 logger.error("Could not give lease %s (%s) back: %s; it returns when it expires", lease.id, lease.url, exc)

@@ -15,6 +15,7 @@ import redis
 
 from crawlhub import meta
 from crawlhub._utils.urls import domain_of
+from crawlhub.frontier import epoch
 from crawlhub.frontier.keys import Keys
 from crawlhub.frontier.operations import queued_per_domain
 from crawlhub.frontier.partitions import Partitions
@@ -108,6 +109,9 @@ def existing_keys(server: redis.Redis, keys: Keys) -> list[str]:
 
 
 def reset(server: redis.Redis, keys: Keys) -> int:
-    """Delete the spider's whole crawl state; returns the keys deleted."""
-    names = existing_keys(server, keys)
-    return sum(int(server.delete(*names[i:i + 1000])) for i in range(0, len(names), 1000))
+    """Delete the spider's whole crawl state and move its epoch, so that running workers drop their local
+    copies of it (crawlhub/frontier/epoch.py); returns the keys deleted."""
+    names = [name for name in existing_keys(server, keys) if name != keys.epoch]
+    deleted = sum(int(server.delete(*names[i:i + 1000])) for i in range(0, len(names), 1000))
+    epoch.move(server, keys, "reset")
+    return deleted

@@ -93,6 +93,13 @@ class RecentFingerprints:
         if len(self.current) >= self.size:
             self.previous, self.current = self.current, set()
 
+    def clear(self) -> None:
+        """The shared filter was replaced (a reset) or may have lost writes (Redis down, a failover)."""
+        self.current, self.previous = set(), set()
+
+    def __len__(self) -> int:
+        return len(self.current) + len(self.previous)
+
 
 class ExactFilter:
     def __init__(self, key: str, buckets: int = 4096):

@@ -109,6 +109,7 @@ class PartKeys:
     budget: str | None = None
     budget_used: str | None = None
     limits: str | None = None
+    epoch: str | None = None
 
     @property
     def anchor(self) -> str:
@@ -160,6 +161,10 @@ class Keys:
     log: str  # the audit log (a stream)
     refresher: str  # lock: the one worker moving due URLs into the frontier
     layout: str  # the frontier's partition count, recorded by its first worker
+    # the frontier's epoch (JSON {id, why, at}): made by its first worker, moved by `crawlhub reset`; gone or
+    # made anew ("created") under a worker that knew another one: the frontier vanished (docs/frontier.md)
+    epoch: str
+    incidents: str  # list: what workers saw go wrong with the frontier itself (it vanished), newest first
     ready: str  # zset (tagged only): partition -> when it may next have a request ready (a hint)
     partitions: int = 1
     tagged: bool = False
@@ -192,6 +197,8 @@ class Keys:
             log=f"{spider}:log",
             refresher=f"{spider}:refresher",
             layout=f"{spider}:partitions",
+            epoch=f"{spider}:epoch",
+            incidents=f"{spider}:incidents",
             ready=f"{spider}:ready",
             partitions=count,
             tagged=count > 1 or cluster,
@@ -213,7 +220,7 @@ class Keys:
                 dupefilter=self.dupefilter_key, seen=f"{self.dupefilter_key}:count", inflight=f"{s}:inflight",
                 leases=f"{s}:leases", lease_seq=f"{s}:lease_seq", delayed=f"{s}:delayed", dlq=f"{s}:dlq",
                 revisits=f"{s}:revisits", domain=DOMAIN, known=DOMAINS, paused=self.paused, budget=self.budget,
-                budget_used=self.budget_used, limits=LIMITS)
+                budget_used=self.budget_used, limits=LIMITS, epoch=self.epoch)
         t = f"{{{s}:{p}}}"
         return PartKeys(
             tag=t, queue=f"{t}:requests", schedule=f"{t}:domains", queued=f"{t}:queued", dupefilter=f"{t}:dupefilter",

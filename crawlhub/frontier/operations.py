@@ -92,7 +92,8 @@ class FrontierOps:
         }
         # untagged, the script reads pause, budget and run-time limits itself (one Redis, any key)
         ctx.update({name: value for name, value in (("paused", k.paused), ("budget", k.budget),
-                                                    ("budget_used", k.budget_used), ("limits", k.limits)) if value})
+                                                    ("budget_used", k.budget_used), ("limits", k.limits),
+                                                    ("epoch", k.epoch)) if value})
         self.ctx = ctx
         self._ctx_json = json.dumps(self.ctx)
         self._anchor = [k.anchor]

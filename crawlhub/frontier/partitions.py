@@ -175,9 +175,9 @@ class Partitions:
                 deferred.append(lease_id)
             else:
                 rounds.setdefault(p, _Round()).ack.append(lease_id)
-        status, reserved, wait = "ok", 0, None
+        status, reserved, wait, epoch = "ok", 0, None, None
         if n > 0:
-            status, reserved, ready, wait = self._prepare(n, budget)
+            status, reserved, ready, wait, epoch = self._prepare(n, budget)
             chosen = ready[:self.per_lease]
             share = math.ceil(reserved / len(chosen)) if chosen else 0
             left = reserved
@@ -194,7 +194,7 @@ class Partitions:
         if self.replica_wait and linked:
             wait_for = (self.replica_wait, self.replica_wait_ms, [self.ops[p].keys.anchor for p in sorted(linked)])
         replies = run_scripts(self.server, calls, wait_for) if calls else []
-        merged = Tick([], None, budget_exhausted=status == "budget", paused=status == "paused")
+        merged = Tick([], None, budget_exhausted=status == "budget", paused=status == "paused", epoch=epoch)
         result = RoundResult(merged, deferred_ack=deferred)
         hints: dict[str, float] = {}
         added_to: list[str] = []
@@ -242,18 +242,21 @@ class Partitions:
         found = {i for (i, _), present in zip(checks, pipe.execute(), strict=True) if present}
         return [op for i, op in enumerate(ops) if i not in found] if found else ops
 
-    def _prepare(self, n: int, budget: int) -> tuple[str, int, list[int], float | None]:
-        """Pause, budget and the ready partitions: (status, requests to lease, partitions, wait if none is ready)."""
+    def _prepare(self, n: int, budget: int) -> tuple[str, int, list[int], float | None, str]:
+        """Pause, budget, the ready partitions and the frontier's epoch: (status, requests to lease, partitions,
+        wait if none is ready, epoch ("" = gone))."""
         k = self.keys
         pipe = self.server.pipeline(transaction=False)
+        pipe.get(k.epoch)
         pipe.exists(k.paused)
         pipe.get(k.budget)
         pipe.zrangebyscore(k.ready, "-inf", time.time(), start=0, num=max(64, self.per_lease * 4))
         pipe.zrange(k.ready, 0, 0, withscores=True)
         pipe.zcard(k.ready)
-        paused, stored, ready_raw, first, hinted = pipe.execute()
+        epoch_raw, paused, stored, ready_raw, first, hinted = pipe.execute()
+        epoch = text(epoch_raw) if epoch_raw is not None else ""
         if paused:
-            return "paused", 0, [], None
+            return "paused", 0, [], None, epoch
         ready = [int(text(p)) for p in ready_raw if text(p).isdigit() and int(text(p)) < self.count]
         random.shuffle(ready)  # workers spread over the ready partitions instead of crowding one
         if int(hinted) < self.count:
@@ -266,14 +269,14 @@ class Partitions:
         wait = max(0.0, float(first[0][1]) - time.time()) if first else None
         limit = int(stored) if stored is not None else budget
         if limit <= 0:
-            return "ok", n if ready else 0, ready, wait
+            return "ok", n if ready else 0, ready, wait, epoch
         if not ready:
-            return "ok", 0, ready, wait
+            return "ok", 0, ready, wait, epoch
         used = int(self.server.incrby(k.budget_used, n))
         allowed = max(0, min(n, limit - (used - n)))
         if allowed < n:
             self.server.decrby(k.budget_used, n - allowed)
-        return ("ok" if allowed else "budget"), allowed, ready, wait
+        return ("ok" if allowed else "budget"), allowed, ready, wait, epoch
 
     def _after(self, hints: dict[str, float], added_to: list[str], unused: int, now: float) -> None:
         if not (hints or added_to or unused > 0):

@@ -89,13 +89,16 @@ class Tick:
     acked: int = 0
     budget_exhausted: bool = False
     paused: bool = False
+    epoch: str | None = None  # the frontier's epoch as read with this round: None = not read, "" = gone
 
     @classmethod
     def from_reply(cls, out: list[Any]) -> Tick:
-        """tick.lua returns {status, wait ('' = none), added, acked, id, payload, id, payload, ...}."""
-        taken = [Taken(text(out[i]), out[i + 1]) for i in range(4, len(out), 2)]
+        """tick.lua returns {status, wait ('' = none), added, acked, epoch, id, payload, id, payload, ...}
+        (epoch: '' = not read, else 'e' + the key's value)."""
+        taken = [Taken(text(out[i]), out[i + 1]) for i in range(5, len(out), 2)]
+        epoch = text(out[4])
         return cls(taken, float(out[1]) if out[1] else None, int(out[2]), int(out[3]),
-                   out[0] == b"budget", out[0] == b"paused")
+                   out[0] == b"budget", out[0] == b"paused", epoch[1:] if epoch else None)
 
 
 @dataclass

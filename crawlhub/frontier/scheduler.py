@@ -29,6 +29,7 @@ from scrapy import Request, Spider
 from scrapy.core.scheduler import BaseScheduler
 from scrapy.crawler import Crawler
 from scrapy.dupefilters import BaseDupeFilter
+from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.misc import build_from_crawler, load_object
 
 from crawlhub import services
@@ -64,6 +65,7 @@ class RedisScheduler(BaseScheduler):
         # the one owner of every lease's end (signals, and a sweep for what no hook saw)
         self.warden = LeaseWarden(crawler, frontier, lambda: self.prefetched)
         self.upkeep = Upkeep(crawler, frontier, self.has_pending_requests, self.warden.sweep)
+        frontier.on_lost.append(self._frontier_lost)
         self.concurrency = settings.getint("CONCURRENT_REQUESTS")
         self.lease_batch = settings.getint("FRONTIER_LEASE_BATCH")
 
@@ -94,6 +96,12 @@ class RedisScheduler(BaseScheduler):
         if counts["queued"] or counts["inflight"] or counts["delayed"]:
             logger.info("Joining a crawl in progress: %(queued)d queued, %(inflight)d in flight, %(delayed)d waiting to retry",
                         counts, extra={"spider": spider})
+
+    def _frontier_lost(self, why: str) -> None:
+        """The shared frontier vanished: this worker's crawl ends as "frontier_lost", never as "finished"."""
+        engine = self.crawler.engine
+        if engine is not None:
+            deferred_from_coro(engine.close_spider_async(reason="frontier_lost"))
 
     def close(self, reason: str) -> None:
         """Give back what this worker still holds; never flush the shared frontier."""

@@ -5,7 +5,7 @@
 -- the filter's spec (kind, key, extra), priority, force ('1' or ''), ends (lease id or ''),
 -- domain, tab-separated; then the payload); ARGV[1] is JSON
 --   {ctx: {spider, prefix, schedule, counts, inflight, leases, seq, delayed, seen,
---          known, domain, dlq; untagged also paused, budget, budget_used, limits},
+--          known, domain, dlq; untagged also paused, budget, budget_used, limits, epoch},
 --    fin: [{domain, lease ('' = none), outcome, retry_after}, ...],
 --   (crawlhub.frontier.records: EnqueueOp, Finish)
 --    ack: [lease id, ...],
@@ -15,7 +15,8 @@
 -- domain's slots, so that the slots are shared by the workers, not held by one.
 -- In this order: enqueue (so a page's links are queued before its lease
 -- ends), finish, ack, then lease n requests.
--- Returns {'ok' | 'budget' | 'paused', wait ('' = nothing queued or delayed), added, acked, id, payload, ...}
+-- Returns {'ok' | 'budget' | 'paused', wait ('' = nothing queued or delayed), added, acked, epoch, id, payload, ...}
+-- (epoch: '' = not read; else 'e' .. the epoch key's value, 'e' alone when the key is gone)
 -- (read by crawlhub.frontier.records.Tick.from_reply)
 local a = cjson.decode(ARGV[1])
 local ctx = a.ctx
@@ -66,8 +67,10 @@ for i = 1, #ids, 500 do
     end
   end
 end
-local out = {'ok', '', added, acked}
+local out = {'ok', '', added, acked, ''}
 local n = tonumber(a.n) or 0
+-- untagged, a lease round reads the frontier's epoch (a reset moves it; gone: the frontier vanished)
+if n > 0 and ctx.epoch then out[5] = 'e' .. (redis.call('GET', ctx.epoch) or '') end
 -- tagged, pause and budget are global keys the client checks before it calls (a.n is within the budget)
 if n > 0 and ctx.paused and redis.call('EXISTS', ctx.paused) == 1 then
   out[1] = 'paused'  -- `crawlhub pause`: nothing is leased until `crawlhub resume`
