@@ -5,6 +5,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 WORKERS ?= 2
 PYTEST_ARGS ?=
+# pytest-xdist processes: the suite mostly waits on real servers and workers, so more than the cores
+TEST_JOBS ?= 4
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 STAMP := $(VENV)/.installed
 
@@ -70,7 +72,7 @@ lint: venv
 	$(PY) -m mypy
 
 test: setup browser lint
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_JOBS) $(PYTEST_ARGS)
 
 services-up: setup
 	$(VENV)/bin/crawlhub services up

@@ -221,6 +221,10 @@ ROBOTSTXT_OBEY = True
 ROBOTSTXT_USER_AGENT = ""
 ROBOTSTXT_TTL = 86400
 ROBOTSTXT_ERROR_RETRY = 600
+# An origin that gives no answer at all (connection refused, a name that does not resolve, a timeout,
+# a TLS failure) is asked again this soon (at most ROBOTSTXT_ERROR_RETRY): a dead host's requests end
+# in the DLQ within about ROBOTSTXT_UNAVAILABLE_MAX_WAITS * this (3 minutes), not half an hour.
+ROBOTSTXT_UNREACHABLE_RETRY = 60
 # Times a request waits for an unavailable robots.txt before it goes to the DLQ with the reason.
 ROBOTSTXT_UNAVAILABLE_MAX_WAITS = 3
 ROBOTSTXT_TIMEOUT = 10

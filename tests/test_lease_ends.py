@@ -7,8 +7,12 @@ from __future__ import annotations
 
 import gzip
 import json
+import time
+
+import pytest
 
 from tests.harness import cli, run_workers
+from tests.sites.server import refused_port
 
 SPIDERS = "spiders,tests.sites.spiders"
 PAGE = '<html><head><title>{0}</title></head><body>{1}</body></html>'
@@ -61,3 +65,18 @@ def test_every_hostile_page_ends_stored_or_dead_lettered_with_its_reason(env, si
     # the counters agree with the store and the DLQ
     status = json.loads(cli(env, "status", "t_hostile", "--json").stdout)
     assert status["totals"]["items"] == 3 and status["dlq"] == 9, status
+
+
+@pytest.mark.timeout(420)
+def test_a_dead_host_ends_in_the_dlq_within_minutes_with_the_default_settings(env, redis_client, tmp_path):
+    """A host that refuses: with every default (robots.txt obeyed, its waits, the retries), the page is in the DLQ
+    with the reason and the worker has ended within the documented bound (about 3 minutes), not half an hour."""
+    dead = f"https://127.0.0.1:{refused_port()}/"
+    redis_client.lpush("scrapeme:start_urls", dead)
+    started = time.monotonic()
+    (worker,) = run_workers("scrapeme", env, tmp_path, 1, timeout=300)
+    took = time.monotonic() - started
+    (letter,) = [json.loads(r) for r in redis_client.lrange("scrapeme:dlq", 0, -1)]
+    assert letter["url"] == dead and "unavailable" in letter["error"] and "refused" in letter["error"].lower(), letter
+    assert took < 300, f"the dead host took {took:.0f}s to end"
+    assert redis_client.zcard("scrapeme:inflight") == 0 and redis_client.zcard("scrapeme:delayed") == 0

@@ -13,8 +13,9 @@ worker may disagree about a page. Here:
   their pages in the browser (Chromium would show the file as an HTML page);
 * the rules are Google's: 2xx = the rules (parsed with Protego, Scrapy's
   parser; the file is cut at ROBOTSTXT_MAX_BYTES); 4xx other than 429 =
-  allow all; 5xx, 429, a timeout or a connection error = disallow all for
-  ROBOTSTXT_ERROR_RETRY seconds: the origin's requests wait in the frontier
+  allow all; 5xx or 429 = disallow all for ROBOTSTXT_ERROR_RETRY seconds, no
+  answer at all (refused, unresolved, a timeout, TLS) for
+  ROBOTSTXT_UNREACHABLE_RETRY (60 s): the origin's requests wait in the frontier
   (no attempt is counted) and robots.txt is fetched again when they are due;
   a request that waited ROBOTSTXT_UNAVAILABLE_MAX_WAITS times goes to the DLQ
   with the reason (a host that is down, refuses or fails TLS never hangs a crawl);
@@ -111,6 +112,8 @@ class SharedRobotsMiddleware(FrontierMiddleware):
         self.agent = settings.get("ROBOTSTXT_USER_AGENT") or settings.get("USER_AGENT") or "*"
         self.ttl = settings.getfloat("ROBOTSTXT_TTL")
         self.error_retry = settings.getfloat("ROBOTSTXT_ERROR_RETRY")
+        # no answer at all (a dead host): asked again sooner, so that its requests end in bounded time
+        self.unreachable_retry = min(self.error_retry, settings.getfloat("ROBOTSTXT_UNREACHABLE_RETRY"))
         self.timeout = settings.getfloat("ROBOTSTXT_TIMEOUT")
         self.max_bytes = settings.getint("ROBOTSTXT_MAX_BYTES")
         self.max_waits = settings.getint("ROBOTSTXT_UNAVAILABLE_MAX_WAITS")
@@ -210,8 +213,8 @@ class SharedRobotsMiddleware(FrontierMiddleware):
             response = await self.crawler.engine.download_async(robots_request)
         except Exception as exc:  # noqa: BLE001 - any failure means "unreachable"
             stats.inc_value(f"robotstxt/exception_count/{type(exc).__name__}")
-            logger.warning("robots.txt of %s unreachable (%s): its URLs wait %ss", origin, exc, self.error_retry)
-            return Robots(ERROR, now + self.error_retry, error=f"{type(exc).__name__}: {exc}"[:300], fetched=now)
+            logger.warning("robots.txt of %s unreachable (%s): its URLs wait %ss", origin, exc, self.unreachable_retry)
+            return Robots(ERROR, now + self.unreachable_retry, error=f"{type(exc).__name__}: {exc}"[:300], fetched=now)
         status = response.status
         stats.inc_value("robotstxt/response_count")
         stats.inc_value(f"robotstxt/response_status_count/{status}")
