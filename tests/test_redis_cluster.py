@@ -156,7 +156,9 @@ def test_the_crawlhub_command_steers_a_crawl_on_a_cluster(cluster_env, cluster, 
     ui.kill()
     assert cli(env, "reset", "scrapeme", "--yes").returncode == 0
     left = [k.decode() for k in client.scan_iter("*scrapeme*", count=1000)]
-    assert left == [], left
+    # the crawl state is gone from every node; the one key left is the new epoch, which tells workers of the reset
+    assert left == ["scrapeme:epoch"], left
+    assert json.loads(client.get("scrapeme:epoch"))["why"] == "reset"
 
 
 def test_a_worker_killed_mid_crawl_on_a_cluster_loses_nothing(cluster_env, cluster, site, mongo_db, tmp_path):

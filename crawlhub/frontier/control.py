@@ -109,9 +109,10 @@ def existing_keys(server: redis.Redis, keys: Keys) -> list[str]:
 
 
 def reset(server: redis.Redis, keys: Keys) -> int:
-    """Delete the spider's whole crawl state and move its epoch, so that running workers drop their local
-    copies of it (crawlhub/frontier/epoch.py); returns the keys deleted."""
+    """Delete the spider's whole crawl state and move its epoch (when a worker ever made one), so that running
+    workers drop their local copies of it (crawlhub/frontier/epoch.py); returns the keys deleted."""
     names = [name for name in existing_keys(server, keys) if name != keys.epoch]
     deleted = sum(int(server.delete(*names[i:i + 1000])) for i in range(0, len(names), 1000))
-    epoch.move(server, keys, "reset")
+    if server.exists(keys.epoch):  # workers may know the frontier: a new epoch tells them (none ran: nothing to tell)
+        epoch.move(server, keys, "reset")
     return deleted
