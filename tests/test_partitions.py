@@ -175,9 +175,7 @@ def test_dead_letters_requeue_and_reset_span_every_partition(redis_client):
     assert control.requeue_dead_letter(redis_client, parts.keys, raw, letter)
     assert len(control.dead_letters(redis_client, parts.keys)) == 11 and parts.counts()["queued"] == 1
     assert control.reset(redis_client, parts.keys) > 0
-    # every key of the crawl is gone; the one left is the new epoch, which tells running workers of the reset
-    assert redis_client.keys("*sp*") == [b"sp:epoch"], redis_client.keys("*sp*")
-    assert json.loads(redis_client.get("sp:epoch"))["why"] == "reset"
+    assert redis_client.keys("*sp*") == [], redis_client.keys("*sp*")
 
 
 def test_two_workers_crawl_several_sites_through_partitions_on_a_plain_redis(env, site, redis_client, mongo_db,
