@@ -14,11 +14,10 @@ from __future__ import annotations
 from scrapy import logformatter
 
 from crawlhub import meta
+from crawlhub._utils.errors import failure_text
 
 
 class LogFormatter(logformatter.LogFormatter):
     def download_error(self, failure, request, spider=None, errmsg=None):
-        from crawlhub.frontier.warden import failure_text
-
         request.meta[meta.FAILURE] = (errmsg or failure_text(failure.value))[:1000]
         return super().download_error(failure, request, spider, errmsg)

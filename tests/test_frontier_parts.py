@@ -179,3 +179,12 @@ def test_the_local_filter_is_cleared_whole():
     assert 1 in recent and 3 in recent and len(recent) == 3
     recent.clear()
     assert len(recent) == 0 and 1 not in recent
+
+
+def test_a_failure_is_named_never_with_an_empty_reason():
+    from crawlhub._utils.errors import failure_text
+
+    assert failure_text(ValueError("bad markup")) == "ValueError: bad markup"
+    assert failure_text(TimeoutError()) == "TimeoutError", "an exception without a message still names itself"
+    assert failure_text(OSError("  ")) == "OSError"
+    assert len(failure_text(ValueError("x" * 5000), 500)) == 500

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from scrapy.exceptions import IgnoreRequest
 
+from crawlhub._utils.errors import failure_text
 from crawlhub.components import frontier_of
 
 
@@ -31,5 +32,5 @@ class LeaseDownloaderMiddleware:
         if isinstance(exception, IgnoreRequest):
             frontier.dropped(request, str(exception) or type(exception).__name__)
         else:
-            frontier.dead_letter(request, error=f"{type(exception).__name__}: {exception}"[:1000])
+            frontier.dead_letter(request, error=failure_text(exception))
         return None

@@ -23,6 +23,7 @@ from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.misc import load_object
 from scrapy.utils.response import response_status_message
 
+from crawlhub._utils.errors import failure_text
 from crawlhub.components import FrontierMiddleware
 
 HTTPERROR = "scrapy.spidermiddlewares.httperror.HttpErrorMiddleware"
@@ -72,7 +73,8 @@ class FrontierRetryMiddleware(FrontierMiddleware):
             if outcome:
                 raise IgnoreRequest(f"{status}: {outcome} scheduled through the frontier")
         if status >= 400 and not self.spider_handles(request, status) and frontier.lease_of(request) is not None:
-            why = "not retried" if status not in self.codes else "dont_retry"
+            why = ("not retried" if status not in self.codes
+                   else "dont_retry" if request.meta.get("dont_retry") else "RETRY_ENABLED is off")
             frontier.dead_letter(request, error=f"HTTP {response_status_message(status)} ({why})", status=status)
             raise IgnoreRequest(f"{status}: in the dead-letter list")
         return response
@@ -93,7 +95,7 @@ class FrontierRetryMiddleware(FrontierMiddleware):
         if frontier is None or request.meta.get("dont_retry") or not self.enabled:
             return None
         if isinstance(exception, self.exceptions) and not isinstance(exception, IgnoreRequest):
-            outcome = frontier.retry(request, f"{type(exception).__name__}: {exception}"[:500])
+            outcome = frontier.retry(request, failure_text(exception, 500))
             if outcome:
                 raise IgnoreRequest(f"{type(exception).__name__}: {outcome} scheduled through the frontier")
         return None

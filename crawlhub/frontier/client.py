@@ -216,12 +216,11 @@ class FrontierClient:
                 ack = [a for a in [*safe, *ack] if a not in held]
             else:
                 ack = [*safe, *ack]
-        if outcome.failed and self.recent is not None:
-            self.recent.clear()  # a failover may have lost writes the local filter mirrors
+        if outcome.failed:
+            self._forget_sent()  # a failover may have lost writes the local filter mirrors
         if self.redis_down:  # back: renew at once, and reclaim nobody's leases for a LEASE_TTL
             self.redis_down, self.redis_back_at = False, time.monotonic()
-            if self.recent is not None:
-                self.recent.clear()  # a restart from its AOF may have lost the last writes the local filter mirrors
+            self._forget_sent()  # a restart from its AOF may have lost the last writes the local filter mirrors
             for callback in self.on_redis_back:
                 callback()
         if enq:
@@ -236,11 +235,10 @@ class FrontierClient:
         """A round read the frontier's epoch: a reset drops this worker's copies of the old state; a frontier
         that vanished is said loudly, recorded, and ends this worker's crawl (never as "finished")."""
         verdict = epoch.judge(self.epoch, seen)
-        if verdict == "same" or seen is None:
+        if verdict == "same" or seen is None:  # (None: not read this round; judge says "same", mypy wants a str)
             return
         self.epoch = seen
-        if self.recent is not None:
-            self.recent.clear()  # it mirrored the shared duplicate filter, which is not the same any more
+        self._forget_sent()  # it mirrored the shared duplicate filter, which is not the same any more
         if verdict == "moved":
             moved = epoch.Epoch.parse(seen)
             self.budget_exhausted = False
@@ -252,6 +250,11 @@ class FrontierClient:
         if not seen:  # gone: made anew, so that every other worker finds it changed too
             self.epoch = epoch.claim(self.server, self.keys)
         self._vanished()
+
+    def _forget_sent(self) -> None:
+        """Empty the local link filter: the shared filter it mirrors was replaced or may have lost writes."""
+        if self.recent is not None:
+            self.recent.clear()
 
     def _vanished(self) -> None:
         held = len(self.leases)

@@ -47,12 +47,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-def failure_text(exc: BaseException) -> str:
-    """A dead letter's reason for an exception: its class and message, never empty."""
-    message = str(exc).strip()
-    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
-
-
 class LeaseWarden:
     def __init__(self, crawler: Crawler, frontier: FrontierClient, waiting: Callable[[], Iterable[Request]]):
         self.crawler = crawler
