@@ -82,7 +82,14 @@ class Page:
 # Fields that change on every crawl and so are not part of content_hash.
 VOLATILE_FIELDS = ("scraped_at", "source_url")
 # what the MongoDB store adds to an item's fields (``crawlhub export`` leaves them out unless asked)
-BOOKKEEPING_FIELDS = ("_id", "content_hash", "first_seen", "last_seen", "changed_at", "spiders", "gone_at")
+BOOKKEEPING_FIELDS = ("_id", "content_hash", "first_seen", "last_seen", "changed_at", "spiders", "gone_at",
+                      "cycles")
+
+
+def cycle_field(spider: str) -> str:
+    """A stored document's field naming the frontier epoch in which ``spider`` last stored it (``cycles.<spider>``,
+    a dot or a dollar in the name replaced: MongoDB reads them as a path)."""
+    return "cycles." + spider.replace(".", "_").replace("$", "_")
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,8 @@ middleware's ``process_response`` (a corrupt gzip body, a decompression
 bomb), which no ``process_exception`` sees. The failure's text is put in the
 request's meta (``crawlhub.meta.FAILURE``, never written to Redis), where the
 lease warden finds it as the dead letter's reason (crawlhub/frontier/warden.py).
+An answer that passes ``DOWNLOAD_MAXSIZE`` without a Content-Length is cancelled
+by Scrapy with a bare cancellation error: the reason then names the limit.
 The log lines are Scrapy's own.
 """
 
@@ -14,10 +16,17 @@ from __future__ import annotations
 from scrapy import logformatter
 
 from crawlhub import meta
-from crawlhub._utils.errors import failure_text
+from crawlhub._utils.errors import download_failure_text
 
 
 class LogFormatter(logformatter.LogFormatter):
+    def __init__(self, maxsize: int = 0):
+        self.maxsize = maxsize
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        return cls(crawler.settings.getint("DOWNLOAD_MAXSIZE"))
+
     def download_error(self, failure, request, spider=None, errmsg=None):
-        request.meta[meta.FAILURE] = (errmsg or failure_text(failure.value))[:1000]
+        request.meta[meta.FAILURE] = (errmsg or download_failure_text(failure.value, request, self.maxsize))[:1000]
         return super().download_error(failure, request, spider, errmsg)

@@ -10,14 +10,17 @@ from __future__ import annotations
 import html
 import json
 import time
+from dataclasses import asdict
 from datetime import timezone
 
+from crawlhub.frontier.epoch import Epoch
 from crawlhub.frontier.keys import Keys
 from crawlhub.frontier.keys import spider_keys as spider_keys_of
 from crawlhub.frontier.operations import partition_counts, queued_per_domain
 from crawlhub.frontier.partitions import frontier_keys
+from crawlhub.items import cycle_field
 from crawlhub.proxies import proxy_health
-from crawlhub.stats import LATENCY_BUCKETS_MS, log_key, minute_key, percentile
+from crawlhub.stats import LATENCY_BUCKETS_MS, items_field, log_key, minute_key, percentile
 
 CLASSES = ("2xx", "3xx", "4xx", "5xx", "error")
 
@@ -72,9 +75,10 @@ def worker_rows(raw: dict, now: float, dead_after: float) -> list[dict]:
     return sorted(rows, key=lambda w: w.get("started_at", 0))
 
 
-def item_counts(settings, spider: str, items_scraped: int, mongo=None) -> dict:
+def item_counts(settings, spider: str, items_stored: int, mongo=None, epoch: str = "") -> dict:
     """Documents per collection of MONGO_DATABASE, the spider's quarantined items, and the valid share
-    (through ``mongo``, a pymongo client kept by the caller, else one opened and closed here)."""
+    (through ``mongo``, a pymongo client kept by the caller, else one opened and closed here). With the
+    frontier's ``epoch`` id, ``crawl``: the spider's documents stored in that epoch (``cycles.<spider>``)."""
     from crawlhub.connection import get_mongo
 
     try:
@@ -85,6 +89,8 @@ def item_counts(settings, spider: str, items_scraped: int, mongo=None) -> dict:
         # this spider's documents only (every stored document lists the spiders that stored it)
         stored = {name: n for name in names if name != quarantine and not name.startswith(("system.", "_"))
                   and (n := db[name].count_documents({"spiders": spider}))}
+        marked = {cycle_field(spider): epoch}
+        crawl = sum(db[name].count_documents(marked) for name in stored) if epoch else None
         quarantined = db[quarantine].count_documents({"spider": spider}) if quarantine in names else 0
         status_name = settings.get("STATUS_COLLECTION", "url_status")
         revisit = None
@@ -95,9 +101,9 @@ def item_counts(settings, spider: str, items_scraped: int, mongo=None) -> dict:
             client.close()
     except Exception as exc:  # pymongo's errors, or the embedded server not starting: shown, not fatal
         return {"error": f"MongoDB unavailable: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"}
-    checked = items_scraped + quarantined
-    return {"database": settings.get("MONGO_DATABASE"), "stored": stored, "quarantined": quarantined,
-            "valid_share": round(items_scraped / checked, 4) if checked else None, "revisit": revisit}
+    checked = (items_stored if crawl is None else crawl) + quarantined
+    return {"database": settings.get("MONGO_DATABASE"), "stored": stored, "crawl": crawl, "quarantined": quarantined,
+            "valid_share": round(items_stored / checked, 4) if checked else None, "revisit": revisit}
 
 
 def has_frontier(server, settings, spider: str) -> bool:
@@ -118,9 +124,14 @@ def cluster_status(server, settings, spider: str, with_items: bool = True, mongo
     pipe.llen(keys["seeds"]).llen(keys["bad_seeds"]).llen(keys["bad_requests"])
     pipe.get(keys["budget"]).get(keys["budget_used"]).hgetall(keys["stats"]).hgetall(keys["workers"])
     pipe.hgetall(keys["stats_totals"]).exists(keys["paused"]).xlen(keys["log"]).lrange(keys["incidents"], 0, 9)
+    pipe.get(keys["epoch"])
     (seeds, bad_seeds, bad_requests, budget, budget_used, counters, workers, totals, paused, logged,
-     incidents) = pipe.execute()
+     incidents, current) = pipe.execute()
     totals = _ints(totals)
+    current = Epoch.parse(current)
+    # the documents stored in this epoch, as the workers counted them (crawlhub.signals.items_stored); with
+    # with_items, replaced below by the store's count of the same
+    totals["items"] = totals.get(items_field(current.id), 0) if current else 0
     heartbeat = settings.getfloat("WORKER_HEARTBEAT_INTERVAL")
     dead_after = settings.getfloat("WORKER_DEAD_AFTER") or 3 * heartbeat
     workers = worker_rows(workers, now, dead_after)
@@ -148,6 +159,7 @@ def cluster_status(server, settings, spider: str, with_items: bool = True, mongo
     budget = int(budget) if budget else settings.getint("CRAWL_BUDGET")
     data = {
         "spider": spider, "time": now, "paused": bool(paused), "partitions": layout.partitions,
+        "epoch": asdict(current) if current else None,
         "seeds": seeds, "queued": queued, "inflight": inflight, "delayed": delayed, "seen": int(seen or 0),
         "dlq": dlq, "bad_seeds": bad_seeds, "bad_requests": bad_requests,
         "budget": budget, "budget_used": int(budget_used or 0),
@@ -165,7 +177,11 @@ def cluster_status(server, settings, spider: str, with_items: bool = True, mongo
         "incidents": [json.loads(raw) for raw in incidents],
     }
     if with_items:
-        data["items"] = item_counts(settings, spider, totals.get("items", 0), mongo)
+        data["items"] = item_counts(settings, spider, totals["items"], mongo, current.id if current else "")
+        if data["items"].get("crawl") is not None:
+            # the store's own figure: the workers' counter misses what a worker killed within a stats interval
+            # of its write had not sent yet (the document is marked, so no other worker counts it again)
+            data["totals"]["items"] = data["items"]["crawl"]
     health = proxy_health(server)
     data["proxies"], data["proxy_tiers"] = health["proxies"], health["tiers"]
     return data
@@ -210,7 +226,7 @@ def format_status(data: dict) -> list[str]:
         else:
             share = f"{items['valid_share'] * 100:.1f}% valid" if items["valid_share"] is not None else "no items yet"
             stored = ", ".join(f"{k}={v}" for k, v in items["stored"].items()) or "none"
-            lines.append(f"items: {t['items']} scraped since the last reset; in database {items['database']!r}, "
+            lines.append(f"items: {t['items']} stored in this crawl (since the last reset); in database {items['database']!r}, "
                          f"stored by this spider: {stored}; quarantined {items['quarantined']} ({share})")
             if items.get("revisit"):
                 r = items["revisit"]

@@ -45,6 +45,11 @@ def totals_key(spider: str) -> str:
     return spider_keys(spider).stats_totals
 
 
+def items_field(epoch: str) -> str:
+    """The totals field counting the documents stored in frontier epoch ``epoch`` (``items`` of status)."""
+    return f"items@{epoch}"
+
+
 def minute_key(spider: str, minute: int) -> str:
     return spider_keys(spider).minute(minute)
 

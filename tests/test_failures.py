@@ -9,7 +9,7 @@ import time
 import redis
 
 from crawlhub.services import free_port
-from tests.harness import all_redis_values, queued, redis_with_password, run_workers, start_worker
+from tests.harness import all_redis_values, cli, queued, redis_with_password, run_workers, start_worker
 from tests.sites.shop import shop_pages
 
 
@@ -24,9 +24,11 @@ def test_redis_down_is_a_clear_error_and_a_failed_exit(env, tmp_path):
     assert "hunter2" not in log
 
 
-def test_mongodb_down_loses_nothing_and_says_where_items_went(env, site, redis_client, tmp_path):
-    """MongoDB never comes up: the worker waits, keeping its leases; stopped, it gives them back."""
+def test_mongodb_down_loses_nothing_and_says_where_items_went(env, site, redis_client, mongo_db, tmp_path):
+    """MongoDB never comes up: the worker waits, keeping its leases; stopped, it gives them back. The next
+    worker, with MongoDB, stores them: status' items equal the store (the unsaved items are not counted)."""
     shop = site(shop_pages(16, 8))
+    working = env
     env = dict(env, MONGO_URI=f"mongodb://127.0.0.1:{free_port()}/", MONGO_SERVER_SELECTION_TIMEOUT_MS="300",
                MONGO_CLOSE_RETRIES="2", MONGO_BATCH_SIZE="5")
     redis_client.lpush("scrapeme:start_urls", f"{shop.url}/shop/")
@@ -50,6 +52,10 @@ def test_mongodb_down_loses_nothing_and_says_where_items_went(env, site, redis_c
     assert redis_client.zcard("scrapeme:inflight") == 0
     assert queued(redis_client, "scrapeme") == 2
     assert "Gave 2 unfinished requests back to the shared queue" in log
+    run_workers("scrapeme", working, tmp_path, 1)
+    assert mongo_db.products.count_documents({}) == 16
+    status = json.loads(cli(working, "status", "scrapeme", "--json").stdout)
+    assert status["totals"]["items"] == 16 == status["items"]["stored"]["products"], (status["totals"], status["items"])
 
 
 def test_redis_password_never_appears_in_logs_records_or_items(env, site, mongo_db, tmp_path):

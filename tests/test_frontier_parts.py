@@ -188,3 +188,20 @@ def test_a_failure_is_named_never_with_an_empty_reason():
     assert failure_text(TimeoutError()) == "TimeoutError", "an exception without a message still names itself"
     assert failure_text(OSError("  ")) == "OSError"
     assert len(failure_text(ValueError("x" * 5000), 500)) == 500
+
+
+def test_a_download_cancelled_for_its_size_says_which_limit():
+    from scrapy import Request
+    from scrapy.exceptions import DownloadCancelledError
+    from twisted.internet.defer import CancelledError
+
+    from crawlhub._utils.errors import download_failure_text
+
+    plain, own = Request("https://127.0.0.1/a"), Request("https://127.0.0.1/b", meta={"download_maxsize": 5000})
+    for exc in (DownloadCancelledError(), CancelledError()):
+        assert "DOWNLOAD_MAXSIZE (1024 bytes)" in download_failure_text(exc, plain, 1024)
+        assert "DOWNLOAD_MAXSIZE (5000 bytes)" in download_failure_text(exc, own, 1024), "the request's own limit"
+        assert download_failure_text(exc, plain, 0) == type(exc).__name__, "no limit: no guess"
+    said = DownloadCancelledError("Expected to receive 9000 bytes which is larger than download max size (1024)")
+    assert download_failure_text(said, plain, 1024) == f"DownloadCancelledError: {said}", "Scrapy's own words kept"
+    assert download_failure_text(ValueError("x"), plain, 1024) == "ValueError: x"

@@ -7,19 +7,22 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
+import signal
 import time
 
 import pytest
 
-from tests.harness import cli, run_workers
+from tests.harness import cli, run_workers, start_worker, wait_all, wait_for
 from tests.sites.server import refused_port
+from tests.sites.shop import shop_pages
 
 SPIDERS = "spiders,tests.sites.spiders"
 PAGE = '<html><head><title>{0}</title></head><body>{1}</body></html>'
 
 
 def hostile_pages() -> dict:
-    links = ["/a", "/old", "/api/1", "/forbidden", "/bad", "/unauth", "/legal", "/notimpl", "/gz", "/ignored"]
+    links = ["/a", "/old", "/api/1", "/forbidden", "/bad", "/unauth", "/legal", "/notimpl", "/gz", "/ignored", "/huge"]
     return {
         "/": PAGE.format("home", " ".join(f'<a href="{u}">{u}</a>' for u in links)),
         "/a": PAGE.format("a", ""),
@@ -35,6 +38,8 @@ def hostile_pages() -> dict:
         "/gz": (200, "text/html", b"\x1f\x8b\x08\x00not gzip at all" + gzip.compress(b"x")[10:14],
                 {"Content-Encoding": "gzip"}),
         "/ignored": PAGE.format("ignored", ""),
+        # over DOWNLOAD_MAXSIZE, its length not said: Scrapy cancels the download once too much has come
+        "/huge": (200, "text/html", PAGE.format("huge", "x" * 400_000), {"Content-Length": None}),
         "/kw": PAGE.format("kw", ""),
     }
 
@@ -43,7 +48,7 @@ def test_every_hostile_page_ends_stored_or_dead_lettered_with_its_reason(env, si
     web = site(hostile_pages(), tls=True)
     redis_client.lpush("t_hostile:start_urls", f"{web.url}/",
                        json.dumps({"url": f"{web.url}/kw", "callback": "parse_with", "cb_kwargs": {"wrong": 1}}))
-    env = dict(env, SPIDER_MODULES=SPIDERS, RETRY_TIMES="0")
+    env = dict(env, SPIDER_MODULES=SPIDERS, RETRY_TIMES="0", DOWNLOAD_MAXSIZE="100000")
     (worker,) = run_workers("t_hostile", env, tmp_path, 1, timeout=90)
 
     stored = sorted(d["url"] for d in mongo_db.pages.find())
@@ -51,7 +56,7 @@ def test_every_hostile_page_ends_stored_or_dead_lettered_with_its_reason(env, si
     letters = {json.loads(r)["url"]: json.loads(r) for r in redis_client.lrange("t_hostile:dlq", 0, -1)}
     reasons = {url.removeprefix(web.url): letter["error"] for url, letter in letters.items()}
     assert sorted(reasons) == sorted(["/api/1", "/kw", "/forbidden", "/bad", "/unauth", "/legal", "/notimpl", "/gz",
-                                      "/ignored"]), reasons
+                                      "/ignored", "/huge"]), reasons
     assert all(reasons.values()), f"a dead letter without a reason: {reasons}"
     assert reasons["/api/1"].startswith("callback error: JSONDecodeError"), reasons["/api/1"]
     assert reasons["/kw"].startswith("callback error: TypeError") and "wrong" in reasons["/kw"], reasons["/kw"]
@@ -59,12 +64,13 @@ def test_every_hostile_page_ends_stored_or_dead_lettered_with_its_reason(env, si
         assert letters[f"{web.url}{path}"]["status"] == status and reasons[path].startswith(f"HTTP {status}"), reasons
     assert "gzip" in reasons["/gz"].lower() or "decompress" in reasons["/gz"].lower(), reasons["/gz"]
     assert "left Scrapy without reaching the spider" in reasons["/ignored"], reasons["/ignored"]
+    assert "DOWNLOAD_MAXSIZE (100000 bytes)" in reasons["/huge"], reasons["/huge"]
     # nothing leased, nothing in flight, nothing queued: the crawl ended, and was not handed back
     assert redis_client.zcard("t_hostile:inflight") == 0 and redis_client.hlen("t_hostile:leases") == 0
     assert "unfinished requests back to the shared queue" not in worker.log()
     # the counters agree with the store and the DLQ
     status = json.loads(cli(env, "status", "t_hostile", "--json").stdout)
-    assert status["totals"]["items"] == 3 and status["dlq"] == 9, status
+    assert status["totals"]["items"] == 3 and status["dlq"] == 10, status
 
 
 @pytest.mark.timeout(420)
@@ -80,3 +86,29 @@ def test_a_dead_host_ends_in_the_dlq_within_minutes_with_the_default_settings(en
     assert letter["url"] == dead and "unavailable" in letter["error"] and "refused" in letter["error"].lower(), letter
     assert took < 300, f"the dead host took {took:.0f}s to end"
     assert redis_client.zcard("scrapeme:inflight") == 0 and redis_client.zcard("scrapeme:delayed") == 0
+
+
+def test_counters_equal_the_store_when_a_worker_stopped_past_its_lease_stores_its_pages_again(
+        env, site, redis_client, mongo_db, tmp_path):
+    """A worker frozen (SIGSTOP) with pages in flight past the lease TTL: another takes its pages and stores
+    them; thawed, the first stores the same items again. Status' items count documents, not writes."""
+    shop = site(shop_pages(40, 4), tls=True, delay=0.6)  # 10 listing pages, slow enough to be caught in flight
+    env = dict(env, LEASE_TTL="3", LEASE_RECLAIM_INTERVAL="1", MAX_IDLE_TIME_BEFORE_CLOSE="3",
+               MONGO_FLUSH_INTERVAL="0.2")
+    redis_client.lpush("scrapeme:start_urls", f"{shop.url}/shop/")
+    frozen = start_worker("scrapeme", env, tmp_path, "frozen")
+    assert wait_for(lambda: redis_client.zcard("scrapeme:inflight") >= 2, 60)
+    frozen.proc.send_signal(signal.SIGSTOP)
+    try:
+        (other,) = run_workers("scrapeme", env, tmp_path, 1, timeout=120)
+    finally:
+        frozen.proc.send_signal(signal.SIGCONT)
+    wait_all([frozen], 60)
+    assert mongo_db.products.count_documents({}) == 40
+    scraped = sum(int(m) for w in (frozen, other) for m in re.findall(r"'item_scraped_count': (\d+)", w.log()))
+    assert scraped > 40, f"the frozen worker's pages were not stored twice ({scraped} scraped): nothing was tried"
+    status = json.loads(cli(env, "status", "scrapeme", "--json").stdout)
+    assert status["totals"]["items"] == 40 == sum(status["items"]["stored"].values()), (status["totals"], status["items"])
+    # the workers' own counter (Prometheus, the web UI) says the same: both stopped cleanly, so both sent theirs
+    counted = redis_client.hget("scrapeme:stats:totals", f"items@{status['epoch']['id']}")
+    assert int(counted) == 40, counted

@@ -33,7 +33,8 @@ def status_json(env, spider="scrapeme") -> dict:
 
 
 def test_status_pause_dead_worker_and_resume(env, site, redis_client, mongo_db, tmp_path):
-    pages = shop_pages(50 * 4, 4)  # 50 listing pages
+    pages = shop_pages(80 * 4, 4)  # 80 listing pages: the pause (a command that takes seconds to start on a
+    # loaded machine) must come before the end
     shop = site(pages)
     env = {**env, "DOMAIN_RATE": "6/s", "WORKER_HEARTBEAT_INTERVAL": "1", "LEASE_TTL": "5", "CLUSTER_STATS_INTERVAL": "0.5"}
     redis_client.lpush("scrapeme:start_urls", f"{shop.url}/shop/")
@@ -43,7 +44,8 @@ def test_status_pause_dead_worker_and_resume(env, site, redis_client, mongo_db, 
     # pause: no new request reaches the site FRONTIER_POLL_INTERVAL (0.5 s, docs/cli.md) after it
     assert cli(env, "pause", "scrapeme").returncode == 0
     paused_at = time.time()
-    time.sleep(4)
+    # watched for 4 s; a request arriving later than 0.5 s after the pause ends the watch at once
+    wait_for(lambda: any(h.arrived > paused_at + 0.5 for h in shop.hits), 4)
     late = [h.path for h in shop.hits if h.arrived > paused_at + 0.5]
     assert late == [], f"requests after the pause: {late}"
     fetched_while_paused = len(shop.fetched("/shop"))
@@ -101,7 +103,8 @@ def test_command_errors_and_confirmation(env, redis_client):
     assert json.loads(redis_client.lpop("scrapeme:start_urls")) == {"url": "https://example.com/a", "priority": 5}
 
     # --watch redraws until Ctrl-C (SIGINT), then exits cleanly
-    watch = subprocess.run(["timeout", "--preserve-status", "-s", "INT", "3", sys.executable, "-m", "crawlhub.cli", "status", "scrapeme",
+    # (6 s: the command takes 1-3 s to start on a loaded machine, and 3 frames of 0.5 s are asked for)
+    watch = subprocess.run(["timeout", "--preserve-status", "-s", "INT", "6", sys.executable, "-m", "crawlhub.cli", "status", "scrapeme",
                             "--watch", "--interval", "0.5"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=30)
     assert watch.returncode == 0 and "spider scrapeme" in watch.stdout and "every 0.5s" in watch.stdout, watch.stderr
     assert watch.stdout.count("every 0.5s") >= 3, "piped, --watch prints one frame after another"

@@ -72,12 +72,12 @@ def test_attempts_are_counted_and_logged_in_one_flush(redis_client, monkeypatch)
     failed = Request("https://other.example:8080/x", meta={"playwright": True})
     mw.process_request(failed)
     mw.process_exception(failed, ConnectionRefusedError("refused"))
-    mw.item_scraped({"a": 1}, None)
+    mw.items_stored(count=1, epoch="e1")  # crawlhub.signals.items_stored, from the MongoDB store
     mw.crawler.stats.set_value("retry/count", 3)
     mw.flush()
     totals = {k.decode(): int(v) for k, v in redis_client.hgetall(st.totals_key("unit")).items()}
-    assert {k: totals[k] for k in ("requests", "2xx", "4xx", "5xx", "error", "items", "retries", "bytes")} == {
-        "requests": 5, "2xx": 2, "4xx": 1, "5xx": 1, "error": 1, "items": 1, "retries": 3, "bytes": 400}
+    assert {k: totals[k] for k in ("requests", "2xx", "4xx", "5xx", "error", "items@e1", "retries", "bytes")} == {
+        "requests": 5, "2xx": 2, "4xx": 1, "5xx": 1, "error": 1, "items@e1": 1, "retries": 3, "bytes": 400}
     assert totals["d|shop.example|requests"] == 4 and totals["d|other.example:8080|error"] == 1
     assert sum(v for k, v in totals.items() if k.startswith("lat:")) == 5
     minute = redis_client.keys("unit:stats:m:*")

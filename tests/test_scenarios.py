@@ -96,11 +96,38 @@ def test_scenario(scenario, env, site, redis_client, mongo_db, tmp_path):
     assert wait_for(lambda: mongo_db.products.count_documents({}) == expected and _idle(redis_client, scenario), 90)
     ids = Counter(d["id"] for d in mongo_db.products.find({}, {"id": 1}))
     assert len(ids) == expected and max(ids.values()) == 1, "every product stored exactly once"
+    # what status says equals the store and the DLQ (the counters reach Redis every CLUSTER_STATS_INTERVAL)
+    assert wait_for(lambda: _status_matches(env, mongo_db, redis_client, scenario), 15), _status_figures(
+        env, mongo_db, redis_client, scenario)
     alive = [w for w in workers if w.proc.poll() is None]
     for worker in alive:
         worker.proc.send_signal(signal.SIGTERM)
     wait_all(alive, 60)
     assert not any("Traceback" in w.log() for w in alive), [w.name for w in alive if "Traceback" in w.log()]
+
+
+def _status(env) -> dict:
+    return json.loads(cli(env, "status", "scrapeme", "--json").stdout)
+
+
+
+def _status_figures(env, mongo_db, redis_client, scenario) -> dict:
+    """`crawlhub status --json` beside MongoDB and Redis: this crawl's items, the spider's documents stored since
+    the epoch began, all its documents; the DLQ; what is left."""
+    status = _status(env)
+    since = datetime.fromtimestamp(status["epoch"]["at"], timezone.utc)
+    return {"items": status["totals"]["items"],
+            "stored_in_epoch": sum(mongo_db[name].count_documents({"spiders": "scrapeme", "last_seen": {"$gte": since}})
+                                   for name in status["items"]["stored"]),
+            "stored": sum(status["items"]["stored"].values()),
+            "dlq": status["dlq"], "letters": len(dlq_entries(redis_client, scenario)),
+            "left": status["queued"] + status["inflight"] + status["delayed"]}
+
+
+def _status_matches(env, mongo_db, redis_client, scenario) -> bool:
+    """Status equals the store (every document of the spider was stored in this epoch: a reset re-crawls all)."""
+    f = _status_figures(env, mongo_db, redis_client, scenario)
+    return f["items"] == f["stored_in_epoch"] == f["stored"] and f["dlq"] == f["letters"] and f["left"] == 0
 
 
 def _parts(scenario) -> list[str]:

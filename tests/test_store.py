@@ -113,6 +113,37 @@ def test_writer_sets_aside_what_mongodb_cannot_store_and_writes_the_rest(mongo_d
     assert "is over MongoDB's limit" in reasons[big["url"]]
 
 
+def test_each_document_counts_once_per_epoch_whichever_worker_stores_it_and_however_often(mongo_db):
+    """The count behind status' ``items`` (crawlhub.signals.items_stored): documents entering the frontier's
+    current epoch. Two workers storing the same pages at once (a stopped worker's page taken by another),
+    a page stored again, a changed item, a race on the insert: each document is counted once per epoch."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from crawlhub.items import Page, item_meta
+    from crawlhub.pipelines.mongo import MongoWriter
+
+    meta = item_meta(Page())
+
+    def docs(n, title="t"):
+        return [(meta, {"url": f"http://127.0.0.1/{i}", "status": 200, "title": title}) for i in range(n)]
+
+    def both_write(batch, epoch):
+        writers = [MongoWriter(mongo_db, "quarantine", "shop.v2") for _ in range(2)]  # a dot in the spider's name
+        with ThreadPoolExecutor(2) as pool:
+            return sum(f.result()["cycle"] for f in [pool.submit(w.write, batch, [], None, epoch) for w in writers])
+
+    assert both_write(docs(40), "e1") == 40  # the inserts race: one wins each, the other's retry counts nothing
+    assert both_write(docs(40), "e1") == 0  # stored again in the same epoch
+    assert both_write(docs(50, "changed"), "e1") == 10  # changed items are rewritten, only the new ones count
+    assert both_write(docs(50), "e2") == 50  # a reset: every document enters the new epoch, once
+    # another spider storing the same documents has its own count; the first spider's mark is not moved
+    assert MongoWriter(mongo_db, "quarantine", "other").write(docs(50), [], None, "x1")["cycle"] == 50
+    assert mongo_db.pages.count_documents({"cycles.shop_v2": "e2", "cycles.other": "x1"}) == 50
+    # no epoch (no shared frontier), or no spider: nothing counted, nothing marked
+    assert "cycle" not in MongoWriter(mongo_db, "quarantine", "shop.v2").write(docs(60), [], None, "")
+    assert "cycle" not in MongoWriter(mongo_db, "quarantine", None).write(docs(60), [], None, "e3")
+
+
 def test_an_item_type_of_the_projects_own_is_cleaned_validated_and_stored_by_its_key(env, site, redis_client, mongo_db,
                                                                                       tmp_path):
     def listing(books, nxt=None):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from scrapy.exceptions import IgnoreRequest
 
-from crawlhub._utils.errors import failure_text
+from crawlhub._utils.errors import download_failure_text
 from crawlhub.components import frontier_of
 
 
@@ -32,5 +32,6 @@ class LeaseDownloaderMiddleware:
         if isinstance(exception, IgnoreRequest):
             frontier.dropped(request, str(exception) or type(exception).__name__)
         else:
-            frontier.dead_letter(request, error=failure_text(exception))
+            frontier.dead_letter(request, error=download_failure_text(
+                exception, request, self.crawler.settings.getint("DOWNLOAD_MAXSIZE")))
         return None

@@ -15,10 +15,21 @@ from scrapy.exceptions import NotConfigured
 from twisted.internet import task
 
 from crawlhub import meta
+from crawlhub import signals as crawlhub_signals
 from crawlhub._utils.urls import domain_of
 from crawlhub.components import frontier_of
 from crawlhub.spider import worker_id
-from crawlhub.stats import MAX_HELD_LOG, STARTED, Metrics, latency_bucket, log_key, minute_key, status_class, totals_key
+from crawlhub.stats import (
+    MAX_HELD_LOG,
+    STARTED,
+    Metrics,
+    items_field,
+    latency_bucket,
+    log_key,
+    minute_key,
+    status_class,
+    totals_key,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +54,7 @@ class ClusterStatsMiddleware:
         self.address = s.get("METRICS_ADDRESS")
         crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
-        crawler.signals.connect(self.item_scraped, signal=signals.item_scraped)
+        crawler.signals.connect(self.items_stored, signal=crawlhub_signals.items_stored)
 
     @classmethod
     def from_crawler(cls, crawler):
@@ -79,10 +90,13 @@ class ClusterStatsMiddleware:
             self.totals[k] += v
             bucket[k] += v
 
-    def item_scraped(self, item, response, spider=None):
-        self._count({"items": 1})
+    def items_stored(self, count: int, epoch: str):
+        """Documents stored for the first time in the frontier epoch ``epoch`` (crawlhub.signals): the crawl's
+        ``items`` are counted per epoch (``items@<epoch>``), so a write that straddles a reset counts for the
+        old crawl, which status no longer shows."""
+        self.totals[items_field(epoch)] += count
         if self.metrics is not None:
-            self.metrics.items.labels(self.spider_name).inc()
+            self.metrics.items.labels(self.spider_name).inc(count)
 
     def process_request(self, request):
         request.meta[STARTED] = time.monotonic()

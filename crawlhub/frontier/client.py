@@ -124,6 +124,7 @@ class FrontierClient:
         self.on_lost: list[Callable[[str], None]] = []  # run once when the frontier is found gone
         # the cold side: what fetches tell the URL status store (crawlhub.revisit), written by the store's flush
         self.status_updates: list[Any] = []
+        self.epoch = ""  # the frontier epoch's JSON as this worker last read it (crawlhub/frontier/epoch.py)
 
     def open(self, spider: Spider) -> None:
         settings = self.settings
@@ -230,6 +231,13 @@ class FrontierClient:
         if ack:
             self.stats.inc_value("leases/acked", len(ack))
         return result
+
+    @property
+    def epoch_id(self) -> str:
+        """The id of the frontier epoch this worker knows ("" before it opened): the store counts the
+        documents it stores for the first time in it (crawlhub.signals.items_stored)."""
+        known = epoch.Epoch.parse(self.epoch)
+        return known.id if known else ""
 
     def _watch_epoch(self, seen: str | None) -> None:
         """A round read the frontier's epoch: a reset drops this worker's copies of the old state; a frontier

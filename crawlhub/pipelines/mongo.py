@@ -11,7 +11,11 @@
   content was last written: stored first or changed), ``content_hash`` and
   ``spiders`` (the spiders that stored it, so status counts and ``crawlhub
   export`` find a spider's items). A re-crawl of an unchanged item only moves
-  ``last_seen``; a changed one is rewritten.
+  ``last_seen``; a changed one is rewritten. ``cycles`` (``{spider: epoch
+  id}``) names the frontier epoch in which each spider last stored it: a
+  document entering the current epoch is counted once, cluster-wide, and
+  sent as ``crawlhub.signals.items_stored`` (the ``items`` of ``crawlhub
+  status``, which so equals the store).
 * Items that ValidatePipeline rejected go to MONGO_QUARANTINE_COLLECTION with
   the reasons and the source URL; so does a document MongoDB refuses (over
   16 MB, a key it cannot store): described (long fields cut, their length
@@ -50,11 +54,12 @@ from twisted.internet import task, threads
 from twisted.internet.defer import DeferredLock
 
 from crawlhub import services
+from crawlhub import signals as crawlhub_signals
 from crawlhub.components import frontier_of
 from crawlhub.config import redact_url
 from crawlhub.connection import get_mongo
 from crawlhub.frontier.client import FrontierClient
-from crawlhub.items import BOOKKEEPING_FIELDS, VOLATILE_FIELDS, ItemMeta, item_meta
+from crawlhub.items import BOOKKEEPING_FIELDS, VOLATILE_FIELDS, ItemMeta, cycle_field, item_meta
 from crawlhub.pipelines.validate import InvalidItem
 from crawlhub.revisit.store import GoneCheck, StatusStore
 
@@ -87,6 +92,7 @@ class MongoWriter:
         self.indexed: set[str] = set()
         self._collections: set[str] = set()  # item collections found in the database (item_collections)
         self._collections_at = float("-inf")
+        self.cycle = ""  # the epoch of the flush being written (write)
 
     def ensure_index(self, meta: ItemMeta) -> None:
         if meta.collection in self.indexed:
@@ -95,10 +101,17 @@ class MongoWriter:
             [(name, ASCENDING) for name in meta.key_fields], unique=True, name="item_key"
         )
         self.db[meta.collection].create_index("spiders", name="spiders")  # `crawlhub status`, export
+        if self.spider:  # status' count of this crawl's documents (crawlhub.ops.item_counts)
+            self.db[meta.collection].create_index(cycle_field(self.spider), name=cycle_field(self.spider))
         self.indexed.add(meta.collection)
 
-    def write(self, batch: list[tuple[ItemMeta, dict]], quarantined: list[dict], statuses: list | None = None) -> dict:
+    def write(self, batch: list[tuple[ItemMeta, dict]], quarantined: list[dict], statuses: list | None = None,
+              epoch: str = "") -> dict:
+        """Write one flush. ``epoch``: the frontier epoch the spider's crawl is in ("" = none); ``counts["cycle"]``
+        is then the number of documents stored for the first time in it (each counted once, whichever worker
+        stores it and however often: the ``cycles`` field, ``{spider: epoch}``, moves once per document)."""
         counts: dict[str, int] = defaultdict(int)
+        self.cycle = epoch if self.spider else ""
         groups: dict[str, tuple[ItemMeta, dict]] = defaultdict(dict)
         for meta, doc in batch:
             # one write per key in a batch: the last copy wins
@@ -145,6 +158,15 @@ class MongoWriter:
         if not moved:
             return {}
         return {tuple(str(found.get(n)) for n in meta.key_fields): found for found in coll.find({"$or": moved})}
+
+    def _enter_cycle(self, coll, field: str, filters: list[dict]) -> int:
+        """Mark these stored documents as stored in this epoch; how many were not yet (a document that another
+        worker marked meanwhile does not match: each is counted once)."""
+        if not filters:
+            return 0
+        result = coll.bulk_write([UpdateOne({**flt, field: {"$ne": self.cycle}}, {"$set": {field: self.cycle}})
+                                  for flt in filters], ordered=False)
+        return result.modified_count
 
     def item_collections(self) -> list[str]:
         """The database's item collections (those with crawlhub's unique item key), this worker's included."""
@@ -199,10 +221,12 @@ class MongoWriter:
         coll = self.db[collection]
         filters = [key_filter(meta, doc) for _, doc in items]
         digests = [content_hash(doc) for _, doc in items]
-        existing = {
-            tuple(str(found.get(n)) for n in meta.key_fields): found.get("content_hash")
-            for found in coll.find({"$or": filters}, dict.fromkeys((*meta.key_fields, "content_hash"), 1))
+        marked = cycle_field(self.spider) if self.cycle else ""
+        found_docs = {
+            tuple(str(found.get(n)) for n in meta.key_fields): found
+            for found in coll.find({"$or": filters}, dict.fromkeys((*meta.key_fields, "content_hash", "cycles"), 1))
         }
+        existing = {key: found.get("content_hash") for key, found in found_docs.items()}
         stored = self._changed_documents(coll, meta, filters, digests, existing)
         changes: list[tuple[int, list[dict]]] = []  # per updated op: what changed
         now = datetime.now(timezone.utc)
@@ -215,15 +239,17 @@ class MongoWriter:
                 kinds.append("unchanged")
             else:
                 fields = {**doc, "content_hash": digest, "last_seen": now, "changed_at": now}
-                ops.append(UpdateOne(flt, {"$set": fields, "$unset": {"gone_at": ""}, "$setOnInsert": {"first_seen": now},
+                on_insert = {"first_seen": now, **({marked: self.cycle} if marked else {})}
+                ops.append(UpdateOne(flt, {"$set": fields, "$unset": {"gone_at": ""}, "$setOnInsert": on_insert,
                                            **spiders}, upsert=True))
                 kinds.append("updated" if old else "inserted")
                 if old and self.changes_collection:
                     before = stored[tuple(str(v) for v in flt.values())]
                     changes.append((len(ops) - 1, self.changed_fields(collection, flt, before, doc, now)))
         try:
-            coll.bulk_write(ops, ordered=False)
+            upserted = set(coll.bulk_write(ops, ordered=False).upserted_ids or ())
         except BulkWriteError as exc:
+            upserted = {u["index"] for u in exc.details.get("upserted", [])}
             errors = exc.details.get("writeErrors", [])
             # Another worker inserted the same key between our read and our
             # upsert: the retry matches its document instead of inserting.
@@ -239,6 +265,11 @@ class MongoWriter:
         for index, kind in enumerate(kinds):
             if index not in failed:
                 counts[kind] += 1
+        if marked:
+            name = marked.removeprefix("cycles.")
+            counts["cycle"] += len(upserted - failed) + self._enter_cycle(coll, marked, [
+                flt for index, flt in enumerate(filters) if index not in failed and index not in upserted
+                and (found_docs.get(tuple(str(v) for v in flt.values())) or {}).get("cycles", {}).get(name) != self.cycle])
         history = [record for index, records in changes if index not in failed for record in records]
         if history:
             self.db[self.changes_collection].insert_many(history, ordered=False)
@@ -384,6 +415,7 @@ class MongoPipeline:
             return False
         frontier, leases = self._leases()
         statuses = frontier.take_status_updates() if frontier is not None else []
+        cycle = frontier.epoch_id if frontier is not None else ""
         if not self.buffer and not self.quarantined and not statuses:
             if frontier is not None and leases:  # their items were written by earlier flushes
                 frontier.flush_succeeded(leases)
@@ -392,7 +424,7 @@ class MongoPipeline:
         batch, quarantined = list(self.buffer), list(self.quarantined)
         started = time.monotonic()
         try:
-            counts = await maybe_deferred_to_future(threads.deferToThread(self.writer.write, batch, quarantined, statuses))
+            counts = await maybe_deferred_to_future(threads.deferToThread(self.writer.write, batch, quarantined, statuses, cycle))
         except Exception as exc:  # noqa: BLE001 - MongoDB down, or anything else: keep the batch, never die
             if frontier is not None:
                 frontier.flush_failed(leases)
@@ -421,6 +453,8 @@ class MongoPipeline:
         for name, value in counts.items():
             stats.inc_value(f"mongo/{name}", value)
         stats.inc_value("mongo/flushes")
+        if counts.get("cycle"):
+            self.crawler.signals.send_catch_log(crawlhub_signals.items_stored, count=counts["cycle"], epoch=cycle)
         logger.debug("Flushed %d items to MongoDB in %.3fs: %s", len(batch), time.monotonic() - started, counts)
         return True
 

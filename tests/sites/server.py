@@ -101,7 +101,9 @@ class LocalSite:
     """A threaded HTTP server on 127.0.0.1 serving ``pages``.
 
     ``pages`` maps a path (with query) to an HTML string or to
-    ``(status, content_type, body, headers)``; other paths answer 404.
+    ``(status, content_type, body, headers)``; other paths answer 404. A header
+    whose value is None is not sent (``{"Content-Length": None}``: a body whose
+    length is not said, ended by closing the connection).
     ``delay`` (seconds, or a (low, high) range) is slept before each answer.
     ``handler`` may be given to answer dynamically: handler(site, path) ->
     None (fall through to pages) or (status, content_type, body, headers).
@@ -172,9 +174,11 @@ class LocalSite:
                                      list(request.headers.items())))
         request.send_response(status)
         request.send_header("Content-Type", ctype)
-        request.send_header("Content-Length", str(len(data)))
+        if headers.get("Content-Length", "") is not None:  # None: no length said (the body ends with the connection)
+            request.send_header("Content-Length", str(len(data)))
         for name, value in headers.items():
-            request.send_header(name, value)
+            if value is not None:
+                request.send_header(name, value)
         request.end_headers()
         request.wfile.write(data)
 
