@@ -16,6 +16,7 @@ from collections.abc import Callable
 import redis
 from scrapy.crawler import Crawler
 
+from crawlhub.connection import REDIS_ERRORS
 from crawlhub.frontier.client import FrontierClient, frontier_of
 
 __all__ = ["FrontierMiddleware", "cluster_choice", "frontier_of"]
@@ -42,7 +43,7 @@ def cluster_choice(server: redis.Redis | None, key: str, field: str, proposal: s
             server.hset(key, field, proposal)
             chosen = proposal
         return chosen
-    except redis.RedisError as exc:
+    except REDIS_ERRORS as exc:
         logger.warning("Redis unavailable (%s): %s of %s chosen by this worker alone", exc, key, field)
         return proposal
 

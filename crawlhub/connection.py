@@ -12,10 +12,16 @@ import time
 import redis
 from redis.backoff import ExponentialBackoff
 from redis.cluster import ClusterNode, RedisCluster
+from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 
 from crawlhub import services
 from crawlhub.config import redact_url
+
+# What a Redis call raises when the server, or a cluster's nodes, cannot answer. redis-py's RedisClusterException
+# ("Redis Cluster cannot be connected", a slot not covered while the cluster restarts) is not a RedisError: every
+# "Redis is unavailable" path catches this tuple, so a cluster restarting is an outage like a server restarting.
+REDIS_ERRORS: tuple[type[Exception], ...] = (redis.RedisError, RedisClusterException)
 
 logger = logging.getLogger(__name__)
 
@@ -123,7 +129,7 @@ def connect_redis(settings) -> redis.Redis:
                 raise
             raise Unreachable(f"Redis at {redact_url(url)} refused the credentials: {exc} (a final answer: "
                               "check the password in REDIS_URL)") from None
-        except redis.RedisError as exc:
+        except REDIS_ERRORS as exc:
             if time.monotonic() + delay > deadline:
                 raise Unreachable(f"cannot reach Redis at {redact_url(url)}: {exc}") from None
             logger.warning("Redis at %s is not answering (%s); retrying in %.1fs", redact_url(url), exc, delay)
@@ -142,7 +148,7 @@ def _connect_cluster(settings, url: str) -> redis.Redis:
             return server
         except redis.AuthenticationError as exc:
             raise Unreachable(f"Redis Cluster at {redact_url(url)} refused the credentials: {exc}") from None
-        except redis.RedisError as exc:
+        except REDIS_ERRORS as exc:
             if _is_auth_error(exc):
                 raise Unreachable(f"Redis Cluster at {redact_url(url)} refused the credentials: {exc}") from None
             if time.monotonic() + delay > deadline:

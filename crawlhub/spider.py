@@ -28,12 +28,11 @@ import time
 from collections.abc import Iterable, Iterator
 from urllib.parse import urlsplit
 
-import redis
 from scrapy import Request, Spider, signals
 from scrapy.exceptions import CloseSpider, DontCloseSpider
 
 from crawlhub.components import frontier_of
-from crawlhub.connection import get_redis
+from crawlhub.connection import REDIS_ERRORS, get_redis
 from crawlhub.frontier.keys import Keys
 from crawlhub.meta import SEED_HOST
 from crawlhub.revisit.sitemaps import SitemapMixin
@@ -182,7 +181,7 @@ class CrawlhubSpider(SitemapMixin, Spider):
             for request in self.next_seed_requests():
                 self.crawler.engine.crawl(request)
                 scheduled += 1
-        except redis.RedisError as exc:  # Redis down: wait for it, never close because of it
+        except REDIS_ERRORS as exc:  # Redis down: wait for it, never close because of it
             self.logger.warning("Cannot read seeds (%s); waiting", exc)
             raise DontCloseSpider from None
         now = time.monotonic()

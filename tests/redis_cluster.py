@@ -184,6 +184,20 @@ class LocalRedisCluster:
         for port in self.primaries():
             redis.Redis(port=port).flushall()
 
+    def restart(self) -> None:
+        """Every node stopped with SIGTERM (each writes its AOF) and started again on its port and files: a
+        cluster restarted from its AOF. Returns once the cluster is ok again."""
+        ports = self.live_ports()
+        for port in ports:
+            self.procs[port].terminate()
+        for port in ports:
+            self.procs[port].wait(15)
+        for port in ports:
+            self._spawn(port)
+        for port in ports:
+            self._wait_ping(port)
+        self.wait_ok()
+
     def kill(self, port: int) -> None:
         """kill -9 one node."""
         os.kill(self.procs[port].pid, signal.SIGKILL)

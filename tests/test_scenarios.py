@@ -1,14 +1,15 @@
 """Scenarios that cross the features (issue #26): every pair of values across the dimensions below, on real
-workers, a real Redis and the real MongoDB-wire server, a local https shop with a redirect, a robots.txt
-and a hostile page (a listing page that answers 403 until it is fixed).
+workers, a real Redis (one server of its own, or a 3-master Redis Cluster) and the real MongoDB-wire server,
+a local https shop with a redirect (the seed), a robots.txt and a hostile page (a listing page that answers
+403 until it is fixed).
 
-Each scenario asserts the same invariants at its end: every product stored exactly once, every page
-stored or in the DLQ with a reason (the 403 page, unless its letter was requeued after the fix), nothing
-leased, queued or in flight, and no traceback in a worker's log.
+Each scenario asserts the same invariants at its end: every product stored exactly once, every page stored or
+in the DLQ with a reason (the 403 page, unless its letter was requeued after the fix), nothing leased or in
+flight, `crawlhub status --json` equal to what MongoDB and Redis hold, the frontier never reported lost, no
+traceback in a worker's log. A one-shot crawl ends with nothing queued; a revisiting one has fetched every
+page again after the operation.
 
 The pairs are generated with allpairspy (the table is printed by `python -m tests.test_scenarios`).
-Not yet crossed here (docs/frontier.md says so): the 3-master Redis Cluster layout (its own suite,
-tests/test_redis_cluster.py), the revisiting spider, `recrawl`, the budget and Redis restarted from AOF.
 """
 
 from __future__ import annotations
@@ -16,32 +17,104 @@ from __future__ import annotations
 import json
 import signal
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import Any
 
 import pytest
+import redis
 from allpairspy import AllPairs
+from scrapy.settings import Settings
 
+from crawlhub.frontier.keys import Keys
+from crawlhub.services import EmbeddedRedis
 from tests.harness import cli, start_worker, wait_all, wait_for
+from tests.redis_cluster import LocalRedisCluster
 from tests.sites.shop import shop_pages
 
 DIMENSIONS = {
-    "layout": ["one", "partitioned"],
+    "operation": ["reset", "recrawl", "pause", "requeue", "budget"],
+    "fault": ["none", "sigkill", "aof"],
+    "layout": ["one", "cluster"],
     "filter": ["exact", "bloom"],
-    "operation": ["reset", "pause", "requeue"],
-    "fault": ["none", "sigkill"],
+    "spider": ["oneshot", "revisiting"],
 }
 SCENARIOS = [dict(zip(DIMENSIONS, values, strict=True)) for values in AllPairs(list(DIMENSIONS.values()))]
-PRODUCTS, PER_PAGE = 96, 4  # 24 listing pages
+SPIDERS = {"oneshot": "scrapeme", "revisiting": "t_revisit"}  # t_revisit: the shop spider, every page every 4 s
+PRODUCTS, PER_PAGE = 64, 4  # 16 listing pages
 FORBIDDEN = "/shop/page/7/"  # answers 403 until fixed (then its 4 products are stored)
+BUDGET = 10  # "budget reached then raised": the requests the cluster may take before it is raised
+PARTITIONS = 3  # on the cluster
 
 
 def scenario_id(s: dict) -> str:
     return "-".join(s.values())
 
 
+@pytest.fixture(scope="module")
+def scenario_cluster(tmp_path_factory):
+    with LocalRedisCluster(tmp_path_factory.mktemp("scenario-cluster"), masters=3) as c:
+        yield c
+
+
+@dataclass
+class Frontier:
+    """Where a scenario's frontier lives: the workers' environment, a client, its keys, and how to restart it."""
+
+    env: dict
+    client: Any  # redis.Redis or RedisCluster
+    keys: Keys
+    restart: Callable[[], None]  # stopped with SIGTERM (its AOF written), started again on its port and files
+
+    def parts(self):
+        return [self.keys.part(p) for p in range(self.keys.partitions)]
+
+    def inflight(self) -> int:
+        return sum(self.client.zcard(part.inflight) for part in self.parts())
+
+    def letters(self) -> list[dict]:
+        return [json.loads(r) for part in self.parts() for r in self.client.lrange(part.dlq, 0, -1)]
+
+    def idle(self) -> bool:
+        """Nothing in flight, waiting to retry or queued, in any partition."""
+        return self.inflight() == 0 and all(
+            self.client.zcard(part.delayed) == 0 and not any(int(n) for n in self.client.hvals(part.queued))
+            for part in self.parts())
+
+
+def make_frontier(scenario: dict, request, env: dict, tmp_path, spider: str) -> Frontier:
+    if scenario["layout"] == "one":  # a server of its own: the AOF fault restarts it
+        server = EmbeddedRedis(tmp_path / "redis")
+        server.ensure()
+        request.addfinalizer(server.stop)
+        client = redis.Redis.from_url(server.url())
+        request.addfinalizer(client.close)
+
+        def restart():
+            server.stop()
+            server.ensure()
+
+        env = dict(env, REDIS_URL=server.url(), FRONTIER_PARTITIONS="1")
+        return Frontier(env, client, Keys.for_spider(Settings(), spider, partitions=1), restart)
+    cluster = request.getfixturevalue("scenario_cluster")
+    cluster.flush()
+    env = dict(env, REDIS_CLUSTER_NODES=cluster.nodes, FRONTIER_PARTITIONS=str(PARTITIONS))
+    env.pop("REDIS_URL")
+    client = cluster.client()
+    request.addfinalizer(client.close)
+    return Frontier(env, client, Keys.for_spider(Settings(), spider, partitions=PARTITIONS, cluster=True),
+                    cluster.restart)
+
+
+@pytest.mark.timeout(360)
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=scenario_id)
-def test_scenario(scenario, env, site, redis_client, mongo_db, tmp_path):
+def test_scenario(scenario, request, env, site, mongo_db, tmp_path):
+    spider, operation, revisiting = SPIDERS[scenario["spider"]], scenario["operation"], scenario["spider"] != "oneshot"
+    frontier = make_frontier(scenario, request, env, tmp_path, spider)
+    client = frontier.client
     pages = shop_pages(PRODUCTS, PER_PAGE)
+    listing = sorted(p for p in pages if p != "/shop/page/1/")  # (page 1 is /shop/)
     pages["/robots.txt"] = "User-agent: *\nDisallow: /private/\n"
     pages["/start"] = (301, "text/html", "", {"Location": "/shop/"})  # the seed redirects
     fixed = {"yes": False}
@@ -52,102 +125,104 @@ def test_scenario(scenario, env, site, redis_client, mongo_db, tmp_path):
         return None
 
     shop = site(pages, tls=True, delay=0.03, handler=hostile)
-    env = dict(env, DUPEFILTER_MODE=scenario["filter"], FRONTIER_PARTITIONS="3" if scenario["layout"] != "one" else "1",
-               LEASE_TTL="3", LEASE_RECLAIM_INTERVAL="1", MAX_IDLE_TIME_BEFORE_CLOSE="0", RETRY_TIMES="0")
-    workers = [start_worker("scrapeme", env, tmp_path, f"w{i}") for i in range(2)]
-    redis_client.lpush("scrapeme:start_urls", f"{shop.url}/start")
-    assert wait_for(lambda: mongo_db.products.count_documents({}) >= 20, 60)
+    env = dict(frontier.env, SPIDER_MODULES="spiders,tests.sites.spiders", DUPEFILTER_MODE=scenario["filter"],
+               LEASE_TTL="3", LEASE_RECLAIM_INTERVAL="1", MAX_IDLE_TIME_BEFORE_CLOSE="0", RETRY_TIMES="0",
+               REFRESH_INTERVAL="0.3", CLUSTER_STATS_INTERVAL="0.5")
+    if operation == "budget":
+        assert cli(env, "budget", spider, str(BUDGET)).returncode == 0
+    workers = [start_worker(spider, env, tmp_path, f"w{i}") for i in range(2)]
+    client.lpush(frontier.keys.seeds, f"{shop.url}/start")
 
+    def products(**query) -> int:
+        return mongo_db.products.count_documents(query)
+
+    # the fault, mid-crawl
+    assert wait_for(lambda: products() >= 16, 60), products()
     if scenario["fault"] == "sigkill":  # a worker dies mid-crawl; a new one joins
         workers[0].proc.send_signal(signal.SIGKILL)
         workers[0].proc.wait()
-        workers.append(start_worker("scrapeme", env, tmp_path, "w2"))
+        workers.append(start_worker(spider, env, tmp_path, "w2"))
+    elif scenario["fault"] == "aof":  # Redis stops and comes back from its AOF under the running workers
+        frontier.restart()
 
-    operation = scenario["operation"]
+    # the operation
     since = datetime.now(timezone.utc)
+    expected = PRODUCTS - PER_PAGE  # all but the forbidden page's 4, which are in the DLQ with the reason
     if operation == "reset":
-        assert cli(env, "reset", "scrapeme", "--yes").returncode == 0
-        redis_client.lpush("scrapeme:start_urls", f"{shop.url}/start")
+        assert cli(env, "reset", spider, "--yes").returncode == 0
+        client.lpush(frontier.keys.seeds, f"{shop.url}/start")
+    elif operation == "recrawl":
+        assert wait_for(lambda: products() == expected, 90), products()
+        since = datetime.now(timezone.utc)
+        answer = cli(env, "recrawl", spider, "--all")
+        if revisiting:
+            assert answer.returncode == 0 and "due now" in answer.stdout, answer.stderr
+        else:  # a one-shot spider keeps no status store: said, not a silent "0 pages due"
+            assert answer.returncode == 2 and "one-shot" in answer.stderr and "reset" in answer.stderr, answer
     elif operation == "pause":
-        assert cli(env, "pause", "scrapeme").returncode == 0
-        assert wait_for(lambda: _inflight(redis_client, scenario) == 0, 20)
+        assert cli(env, "pause", spider).returncode == 0
+        assert wait_for(lambda: frontier.inflight() == 0, 20)
         paused_at = len(shop.hits)
         # the promise is "nothing fetched while paused": a second of it is watched (a fetch ends the wait at once)
         assert not wait_for(lambda: len(shop.hits) > paused_at, 1.0), "fetched while paused"
-        assert cli(env, "resume", "scrapeme").returncode == 0
+        assert cli(env, "resume", spider).returncode == 0
+    elif operation == "budget":  # every worker ends once the budget is used up; new ones go on once it is raised
+        ending = [w for w in workers if w.proc.returncode != -signal.SIGKILL]  # (the fault's victim is gone)
+        wait_all(ending, 90)
+        assert all("budget_exhausted" in w.log() for w in ending), [w.name for w in ending]
+        state = json.loads(cli(env, "status", spider, "--json").stdout)
+        assert state["budget"] == BUDGET and state["budget_used"] <= BUDGET and state["queued"] > 0, state
+        assert products() < expected
+        assert cli(env, "budget", spider, "--clear").returncode == 0
+        workers = [start_worker(spider, env, tmp_path, f"w{i}-raised") for i in range(2)]
 
-    def letters():
-        return [json.loads(r) for r in dlq_entries(redis_client, scenario)]
-
-    # the crawl ends: all stored but the forbidden page's 4 products, which are in the DLQ with the reason
-    expected = PRODUCTS - PER_PAGE
-    assert wait_for(lambda: mongo_db.products.count_documents({}) == expected and letters(), 90), (
-        mongo_db.products.count_documents({}), letters())
-    (letter,) = letters()
+    # the end: all stored but the forbidden page's products, whose page is in the DLQ with the reason
+    assert wait_for(lambda: products() == expected and frontier.letters(), 90), (products(), frontier.letters())
+    (letter,) = frontier.letters()
     assert letter["url"] == f"{shop.url}{FORBIDDEN}" and letter["status"] == 403 and letter["error"], letter
     if operation == "requeue":  # the site is fixed and the letter requeued: its products come
         fixed["yes"] = True
-        assert cli(env, "dlq", "requeue", "scrapeme", "--all").returncode == 0
+        assert cli(env, "dlq", "requeue", spider, "--all").returncode == 0
         expected = PRODUCTS
-    if operation == "reset":  # every product was stored again after the reset, by the same workers
-        assert wait_for(lambda: mongo_db.products.count_documents({"last_seen": {"$gte": since}}) == expected, 90), (
-            mongo_db.products.count_documents({"last_seen": {"$gte": since}}))
-
-    assert wait_for(lambda: mongo_db.products.count_documents({}) == expected and _idle(redis_client, scenario), 90)
+    if operation in ("reset", "recrawl") and (revisiting or operation == "reset"):
+        # every product was stored again after the operation, by the same workers
+        assert wait_for(lambda: products(last_seen={"$gte": since}) == expected, 90), products(last_seen={"$gte": since})
+    if revisiting:  # a cycle after the operation: every page (the forbidden one once fixed) fetched again
+        again = [p for p in listing if p != FORBIDDEN or fixed["yes"]]
+        mark = since.timestamp()
+        assert wait_for(lambda: {h.path for h in shop.hits if h.arrived > mark and h.status == 200} >= set(again), 60)
+        assert wait_for(lambda: products() == expected, 30)
+    else:
+        assert wait_for(lambda: products() == expected and frontier.idle(), 90), (products(), frontier.idle())
     ids = Counter(d["id"] for d in mongo_db.products.find({}, {"id": 1}))
     assert len(ids) == expected and max(ids.values()) == 1, "every product stored exactly once"
-    # what status says equals the store and the DLQ (the counters reach Redis every CLUSTER_STATS_INTERVAL)
-    assert wait_for(lambda: _status_matches(env, mongo_db, redis_client, scenario), 15), _status_figures(
-        env, mongo_db, redis_client, scenario)
+
     alive = [w for w in workers if w.proc.poll() is None]
     for worker in alive:
         worker.proc.send_signal(signal.SIGTERM)
     wait_all(alive, 60)
-    assert not any("Traceback" in w.log() for w in alive), [w.name for w in alive if "Traceback" in w.log()]
+    assert frontier.inflight() == 0, "nothing leased once the workers are stopped"
+    # what status says equals the store and the DLQ; the frontier was never reported lost
+    figures = _status_figures(env, spider, mongo_db, frontier)
+    assert figures["items"] == figures["stored_in_epoch"] == figures["stored"] == expected, figures
+    assert figures["dlq"] == figures["letters"] and figures["incidents"] == [], figures
+    if not revisiting:
+        assert figures["left"] == 0, figures
+    assert not any("frontier_lost" in w.log() for w in workers)
+    assert not any("Traceback" in w.log() for w in workers), [w.name for w in workers if "Traceback" in w.log()]
 
 
-def _status(env) -> dict:
-    return json.loads(cli(env, "status", "scrapeme", "--json").stdout)
-
-
-
-def _status_figures(env, mongo_db, redis_client, scenario) -> dict:
+def _status_figures(env, spider, mongo_db, frontier) -> dict:
     """`crawlhub status --json` beside MongoDB and Redis: this crawl's items, the spider's documents stored since
-    the epoch began, all its documents; the DLQ; what is left."""
-    status = _status(env)
+    the epoch began, all its documents; the DLQ; what is left; the incidents."""
+    status = json.loads(cli(env, "status", spider, "--json").stdout)
     since = datetime.fromtimestamp(status["epoch"]["at"], timezone.utc)
     return {"items": status["totals"]["items"],
-            "stored_in_epoch": sum(mongo_db[name].count_documents({"spiders": "scrapeme", "last_seen": {"$gte": since}})
+            "stored_in_epoch": sum(mongo_db[name].count_documents({"spiders": spider, "last_seen": {"$gte": since}})
                                    for name in status["items"]["stored"]),
             "stored": sum(status["items"]["stored"].values()),
-            "dlq": status["dlq"], "letters": len(dlq_entries(redis_client, scenario)),
-            "left": status["queued"] + status["inflight"] + status["delayed"]}
-
-
-def _status_matches(env, mongo_db, redis_client, scenario) -> bool:
-    """Status equals the store (every document of the spider was stored in this epoch: a reset re-crawls all)."""
-    f = _status_figures(env, mongo_db, redis_client, scenario)
-    return f["items"] == f["stored_in_epoch"] == f["stored"] and f["dlq"] == f["letters"] and f["left"] == 0
-
-
-def _parts(scenario) -> list[str]:
-    """The key prefixes of the frontier's partitions."""
-    return ["scrapeme"] if scenario["layout"] == "one" else [f"{{scrapeme:{p}}}" for p in range(3)]
-
-
-def _inflight(redis_client, scenario) -> int:
-    return sum(redis_client.zcard(f"{part}:inflight") for part in _parts(scenario))
-
-
-def dlq_entries(redis_client, scenario) -> list[bytes]:
-    return [r for part in _parts(scenario) for r in redis_client.lrange(f"{part}:dlq", 0, -1)]
-
-
-def _idle(redis_client, scenario) -> bool:
-    """Nothing in flight, waiting to retry or queued, in any partition."""
-    return _inflight(redis_client, scenario) == 0 and all(
-        redis_client.zcard(f"{part}:delayed") == 0 and not any(int(n) for n in redis_client.hvals(f"{part}:queued"))
-        for part in _parts(scenario))
+            "dlq": status["dlq"], "letters": len(frontier.letters()),
+            "left": status["queued"] + status["inflight"] + status["delayed"], "incidents": status["incidents"]}
 
 
 if __name__ == "__main__":

@@ -38,7 +38,13 @@ def recrawl(spider: str, everything: bool, prefix: str | None, older_than: str |
         age = parse_duration(older_than) if older_than else None
     except BadDuration as exc:
         raise BadInput(str(exc)) from None
-    made = _store().make_due(spider, prefix=prefix, older_than=age)
+    store = _store()
+    made = store.make_due(spider, prefix=prefix, older_than=age)
+    if not made and not store.collection.count_documents({"spider": spider}, limit=1):
+        # a one-shot spider keeps no status store: saying "0 pages due" would look like a recrawl that did nothing
+        raise BadInput(f"{spider} has no page in the URL status store ({store.collection.name}): it is one-shot "
+                       f"(no revisit policy, docs/revisit.md) or has fetched nothing yet; nothing was made due. To "
+                       f"crawl it anew: `crawlhub reset {spider} --yes`, then seed it again")
     click.echo(f"{made} page(s) of {spider} due now; the refresher queues them within REFRESH_INTERVAL")
 
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 import logging
 import time
 
-import redis
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import TextResponse
 
 from crawlhub._utils.urls import domain_of
 from crawlhub.browser import COUNTS, HANDLER, MARKED, SAME_PAGE, is_browser_timeout
 from crawlhub.components import FrontierMiddleware
+from crawlhub.connection import REDIS_ERRORS
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ class BrowserMiddleware(FrontierMiddleware):
             try:
                 self.marked = {d.decode() for d in server.smembers(MARKED)}
                 self._loaded = time.monotonic()
-            except redis.RedisError as exc:
+            except REDIS_ERRORS as exc:
                 logger.warning("Redis unavailable (%s): using the browser domains known so far", exc)
         return self.marked
 
@@ -96,7 +96,7 @@ class BrowserMiddleware(FrontierMiddleware):
                     logger.info("%s needs the browser for %d of %d pages: every worker renders it directly from now on",
                                 domain, fallback, plain + fallback)
                 self.marked.add(domain)
-        except redis.RedisError as exc:
+        except REDIS_ERRORS as exc:
             logger.warning("Redis unavailable (%s): browser fallback of %s not recorded", exc, domain)
 
     def process_exception(self, request, exception):

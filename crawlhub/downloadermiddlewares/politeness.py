@@ -22,10 +22,9 @@ from __future__ import annotations
 import asyncio
 import logging
 
-import redis
-
 from crawlhub._utils.urls import domain_of
 from crawlhub.components import FrontierMiddleware
+from crawlhub.connection import REDIS_ERRORS
 from crawlhub.downloadermiddlewares.retry import retry_after_seconds
 from crawlhub.meta import LEASE, RESLOT, SLOT_TAKEN
 
@@ -42,7 +41,7 @@ class PolitenessMiddleware(FrontierMiddleware):
             return None
         try:
             wait = frontier.politeness.reserve(domain_of(request.url))
-        except redis.RedisError as exc:
+        except REDIS_ERRORS as exc:
             logger.warning("Redis unavailable (%s): %s goes without a politeness slot", exc, request.url)
             return None
         if wait > 0:

@@ -14,13 +14,13 @@ import random
 import time
 from dataclasses import dataclass
 
-import redis
 from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.utils.misc import load_object
 
 from crawlhub import meta
 from crawlhub._utils.urls import domain_of
 from crawlhub.components import cluster_choice, frontier_of
+from crawlhub.connection import REDIS_ERRORS
 from crawlhub.frontier.serializer import PER_DOWNLOAD_META
 from crawlhub.proxies import (
     DEAD,
@@ -138,7 +138,7 @@ class ProxyMiddleware:
                 self.dead = {k.decode(): float(v) for k, v in out[2].items()}
                 self.dead_loaded = now
             st = DomainState({k.decode(): float(v) for k, v in out[0].items()}, out[1].decode() if out[1] else "", now)
-        except redis.RedisError as exc:
+        except REDIS_ERRORS as exc:
             logger.warning("Redis unavailable (%s): proxy state of %s as known so far", exc, domain)
             st = st or DomainState({}, "", now)
             st.loaded = now
@@ -195,7 +195,7 @@ class ProxyMiddleware:
         try:
             self._register(server)
             now_tier = self._escalate(keys=[tier_key(domain)], args=[old, new, self.tiers[0], self.tier_ttl]).decode()
-        except redis.RedisError as exc:
+        except REDIS_ERRORS as exc:
             logger.warning("Redis unavailable (%s): %s not moved to proxy pool %s", exc, domain, new)
             return
         self.domains[domain].tier = now_tier
@@ -282,7 +282,7 @@ class ProxyMiddleware:
         try:
             self._register(server)
             strikes, until, escalated, dead = self._fail(args=[json.dumps(args)])
-        except redis.RedisError as exc:
+        except REDIS_ERRORS as exc:
             logger.warning("Redis unavailable (%s): failure of proxy %s on %s not recorded", exc, proxy.id, domain)
             return
         until, dead = float(until), float(dead)
@@ -323,7 +323,7 @@ class ProxyMiddleware:
                 pipe.hincrby(HEALTH, f"{proxy_id}:ok", n).hset(HEALTH, f"{proxy_id}:streak", 0)
                 pipe.hdel(strikes_key(domain), proxy_id)
             pipe.execute()
-        except redis.RedisError as exc:
+        except REDIS_ERRORS as exc:
             logger.warning("Redis unavailable (%s): proxy successes held until it is back", exc)
             for key, n in ok.items():
                 self.ok[key] = self.ok.get(key, 0) + n

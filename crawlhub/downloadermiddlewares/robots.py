@@ -33,7 +33,6 @@ import logging
 import time
 from dataclasses import dataclass
 
-import redis
 from protego import Protego
 from scrapy import Request
 from scrapy.exceptions import IgnoreRequest, NotConfigured
@@ -43,6 +42,7 @@ from scrapy.utils.httpobj import urlparse_cached
 from crawlhub import meta
 from crawlhub._utils.urls import domain_of
 from crawlhub.components import FrontierMiddleware
+from crawlhub.connection import REDIS_ERRORS
 from crawlhub.downloadermiddlewares.politeness import RESLOT, SLOT_TAKEN
 from crawlhub.frontier import keys
 from crawlhub.meta import LEASE
@@ -159,7 +159,7 @@ class SharedRobotsMiddleware(FrontierMiddleware):
         try:
             try:
                 robots = await self._load(origin, request, frontier)
-            except redis.RedisError as exc:
+            except REDIS_ERRORS as exc:
                 logger.warning("Redis unavailable (%s): fetching robots.txt of %s for this worker only", exc, origin)
                 robots = await self._fetch(origin, request)
                 robots.expires = min(robots.expires, time.time() + 60)

@@ -9,7 +9,6 @@ import logging
 import time
 from collections import Counter
 
-import redis
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from twisted.internet import task
@@ -18,6 +17,7 @@ from crawlhub import meta
 from crawlhub import signals as crawlhub_signals
 from crawlhub._utils.urls import domain_of
 from crawlhub.components import frontier_of
+from crawlhub.connection import REDIS_ERRORS
 from crawlhub.spider import worker_id
 from crawlhub.stats import (
     MAX_HELD_LOG,
@@ -180,7 +180,7 @@ class ClusterStatsMiddleware:
                 self.metrics.queue.labels(spider).set(sum(int(v) for q in gauges[0::3] for v in q))
                 self.metrics.dlq_size.labels(spider).set(sum(gauges[1::3]))
                 self.metrics.inflight.labels(spider).set(sum(gauges[2::3]))
-        except redis.RedisError as exc:
+        except REDIS_ERRORS as exc:
             logger.warning("Redis unavailable (%s): cluster stats and %d audit entries held until it is back", exc, len(entries))
             self.totals.update(totals)
             for minute, counts in minutes.items():

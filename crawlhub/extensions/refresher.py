@@ -27,14 +27,13 @@ import logging
 import time
 from typing import Any
 
-import redis
 from scrapy import signals
 from scrapy.crawler import Crawler
 from twisted.internet import task, threads
 
 from crawlhub import meta
 from crawlhub.components import frontier_of
-from crawlhub.connection import get_mongo
+from crawlhub.connection import REDIS_ERRORS, get_mongo
 from crawlhub.revisit.policy import RevisitPolicy
 from crawlhub.revisit.store import DueScanner, StatusStore
 
@@ -95,7 +94,7 @@ class Refresher:
             self.timer.stop()
         frontier = frontier_of(self.crawler)
         if self.holding and frontier is not None:
-            with contextlib.suppress(redis.RedisError):  # else it expires
+            with contextlib.suppress(*REDIS_ERRORS):  # else it expires
                 if frontier.server.get(frontier.keys.refresher) == frontier.worker.encode():
                     frontier.server.delete(frontier.keys.refresher)
         if self.client is not None:

@@ -32,6 +32,7 @@ from scrapy.statscollectors import StatsCollector
 
 from crawlhub import meta
 from crawlhub._utils.urls import domain_of
+from crawlhub.connection import REDIS_ERRORS
 from crawlhub.frontier import epoch
 from crawlhub.frontier.dupefilter import RecentFingerprints, make_filters
 from crawlhub.frontier.keys import Keys
@@ -91,7 +92,7 @@ class ClusterCounters:
             for field, n in counts.items():
                 pipe.hincrby(self.key, field, n)
             pipe.execute()
-        except redis.RedisError:
+        except REDIS_ERRORS:
             self.pending.update(counts)  # sent when Redis is back
             raise
 
@@ -191,7 +192,7 @@ class FrontierClient:
                 self._read_limits()
             outcome = self.ops.tick(enq, fin, ack, n, self.worker, self.lease_ttl, self.budget, self.live_workers,
                                     self.leases.held() if n and self.live_workers > 1 else None, safe_acks=safe)
-        except redis.RedisError as exc:
+        except REDIS_ERRORS as exc:
             logger.warning("Redis unavailable (%s): %d enqueues and %d acks held until it is back", exc, len(enq),
                            len(ack) + len(safe))
             self.pending_enq[:0], self.pending_fin[:0], self.pending_ack[:0] = enq, fin, ack
@@ -280,7 +281,7 @@ class FrontierClient:
             pipe.lpush(self.keys.incidents, record)
             pipe.ltrim(self.keys.incidents, 0, 99)
             pipe.execute()
-        except redis.RedisError as exc:
+        except REDIS_ERRORS as exc:
             logger.warning("Could not record the incident in %s: %s", self.keys.incidents, exc)
         for callback in self.on_lost:
             callback(self.lost)
@@ -359,7 +360,7 @@ class FrontierClient:
             return
         try:
             factor = self.ops.finish(done)
-        except redis.RedisError as exc:
+        except REDIS_ERRORS as exc:
             logger.warning("Redis unavailable (%s): the slow-down of %s is held until it is back", exc, domain)
             self.pending_fin.append(done)
             return
@@ -578,7 +579,7 @@ class FrontierClient:
                 break
         try:
             self.counters.send()
-        except redis.RedisError as exc:
+        except REDIS_ERRORS as exc:
             logger.warning("Could not send %d counters to Redis at close: %s", sum(self.counters.pending.values()), exc)
         returned = 0
         for lease in self.leases:
@@ -588,7 +589,7 @@ class FrontierClient:
                     returned += 1
                     continue
                 returned += self.ops.requeue(lease.id, lease.payload, lease.priority)
-            except redis.RedisError as exc:
+            except REDIS_ERRORS as exc:
                 logger.error("Could not give lease %s (%s) back: %s; it returns when it expires", lease.id, lease.url, exc)
         if returned:
             logger.info("Gave %d unfinished requests back to the shared queue", returned)

@@ -42,6 +42,7 @@ from typing import Any
 import redis
 from redis.cluster import RedisCluster
 
+from crawlhub.connection import REDIS_ERRORS
 from crawlhub.frontier.dupefilter import Filter
 from crawlhub.frontier.keys import Keys
 from crawlhub.frontier.operations import FrontierOps, partition_counts, per_partition, queued_per_domain
@@ -94,7 +95,7 @@ def run_scripts(server: redis.Redis, calls: list[tuple[Any, list[str], list[Any]
             pipe.execute_command("WAIT", replicas, timeout_ms)  # type: ignore[no-untyped-call]
     try:
         replies = pipe.execute(raise_on_error=False)[:len(calls)]
-    except redis.RedisError as exc:
+    except REDIS_ERRORS as exc:
         if len(calls) == 1 or not isinstance(server, RedisCluster):
             return [exc] * len(calls)
         # one node is down (a failover under way): the partitions on the others go on, one call each
@@ -102,7 +103,7 @@ def run_scripts(server: redis.Redis, calls: list[tuple[Any, list[str], list[Any]
         for script, keys, args in calls:
             try:
                 replies.append(script(keys=keys, args=args))
-            except redis.RedisError as err:
+            except REDIS_ERRORS as err:
                 replies.append(err)
         return replies
     for i, reply in enumerate(replies):
@@ -110,7 +111,7 @@ def run_scripts(server: redis.Redis, calls: list[tuple[Any, list[str], list[Any]
             script, keys, args = calls[i]
             try:
                 replies[i] = script(keys=keys, args=args)  # loads the script, then runs it
-            except redis.RedisError as exc:
+            except REDIS_ERRORS as exc:
                 replies[i] = exc
     return list(replies)
 
@@ -221,7 +222,7 @@ class Partitions:
         if merged.wait is None and wait is not None:
             merged.wait = wait
         if calls and result.failed == len(calls):
-            raise result.error if isinstance(result.error, redis.RedisError) else redis.ConnectionError(str(result.error))
+            raise result.error if isinstance(result.error, REDIS_ERRORS) else redis.ConnectionError(str(result.error))
         self._after(hints, added_to, reserved - len(merged.taken) if reserved else 0, now)
         return result
 
@@ -289,7 +290,7 @@ class Partitions:
         if unused > 0:
             pipe.decrby(self.keys.budget_used, unused)
         # a hint lost: stale for at most FRONTIER_PARTITION_RECHECK; the budget: counted a little high
-        with contextlib.suppress(redis.RedisError):
+        with contextlib.suppress(*REDIS_ERRORS):
             pipe.execute()
 
     def mark_ready(self, domain: str, at: float | None = None) -> None:
@@ -338,11 +339,11 @@ class Partitions:
         for lease_id in lease_ids:
             by_part.setdefault(self.keys.partition_of(lease_domain(lease_id)), []).append(lease_id)
         lost: list[str] = []
-        error: redis.RedisError | None = None
+        error: Exception | None = None
         for p, ids in sorted(by_part.items()):
             try:
                 lost += self.ops[p].renew(ids, ttl)
-            except redis.RedisError as exc:  # that partition's node is down: the others are renewed all the same
+            except REDIS_ERRORS as exc:  # that partition's node is down: the others are renewed all the same
                 error = exc
         if error is not None and len(by_part) == 1:
             raise error
@@ -353,7 +354,7 @@ class Partitions:
         for ops in self.ops:
             try:
                 found += ops.expired(max(1, limit - len(found)))
-            except redis.RedisError:  # that partition's node is down: reclaimed when it is back
+            except REDIS_ERRORS:  # that partition's node is down: reclaimed when it is back
                 continue
             if len(found) >= limit:
                 break

@@ -24,7 +24,6 @@ import logging
 from collections import deque
 from typing import Any
 
-import redis
 from scrapy import Request, Spider
 from scrapy.core.scheduler import BaseScheduler
 from scrapy.crawler import Crawler
@@ -33,7 +32,7 @@ from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.misc import build_from_crawler, load_object
 
 from crawlhub import services
-from crawlhub.connection import connect_redis, redis_location, redis_shown
+from crawlhub.connection import REDIS_ERRORS, connect_redis, redis_location, redis_shown
 from crawlhub.frontier.client import FrontierClient
 from crawlhub.frontier.dupefilter import RedisDupeFilter
 from crawlhub.frontier.serializer import EncodeError
@@ -174,7 +173,7 @@ class RedisScheduler(BaseScheduler):
             return False
         try:
             return self.frontier.pending()
-        except redis.RedisError:
+        except REDIS_ERRORS:
             return True  # unknown: do not let the worker close on a Redis hiccup
 
     def __len__(self) -> int:

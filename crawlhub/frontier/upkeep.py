@@ -19,12 +19,12 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import redis
 from scrapy.crawler import Crawler
 from twisted.internet import task
 from twisted.internet.base import DelayedCall
 
 from crawlhub._compat import wake_engine
+from crawlhub.connection import REDIS_ERRORS
 
 if TYPE_CHECKING:
     from crawlhub.frontier.client import FrontierClient
@@ -151,7 +151,7 @@ class Upkeep:
             if now - self._last_reclaim >= self.reclaim_interval:
                 self._last_reclaim = now
                 frontier.reclaim()
-        except redis.RedisError as exc:
+        except REDIS_ERRORS as exc:
             frontier.redis_down = True
             logger.warning("Lease maintenance skipped: Redis unavailable (%s)", exc)
         except Exception:  # noqa: BLE001 - a timer must not die
