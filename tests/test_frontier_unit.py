@@ -137,3 +137,77 @@ def test_stats_counters_are_held_while_redis_is_down(redis_client):
     counters.send()
     assert redis_client.hgetall("sp:stats") == {b"retries": b"2", b"permanent_failures:x.example": b"2"}
     assert not counters.pending
+
+
+def test_a_lease_end_that_redis_did_not_take_is_held_and_sent_when_it_is_back(tmp_path):
+    """A dead letter, a retry and a postponement while Redis is down: none raises (Scrapy would log a traceback
+    and the page would wait for its lease to expire); each lease stays in the book, renewed, and each end is
+    sent, in order, with the first round trip that succeeds."""
+    from types import SimpleNamespace
+
+    import redis
+    from scrapy import Request, Spider
+    from scrapy.statscollectors import MemoryStatsCollector
+
+    from crawlhub.connection import get_redis
+    from crawlhub.frontier.client import FrontierClient
+    from crawlhub.services import EmbeddedRedis
+
+    server = EmbeddedRedis(tmp_path / "redis")
+    server.ensure()
+    try:
+        settings = Settings(project_settings(REDIS_URL=server.url(), REDIS_RETRIES=1, DOMAIN_RATE=0, DOMAIN_CONCURRENCY=0))
+        stats = MemoryStatsCollector(SimpleNamespace(settings=settings))
+        frontier = FrontierClient(get_redis(settings), settings, stats, "w1")
+        frontier.open(Spider("held"))
+        for n in range(4):
+            frontier.enqueue(Request(f"https://a.test/{n}"), hashlib.sha1(str(n).encode()).hexdigest())
+        taken, _ = frontier.lease(4)
+        assert len(taken) == 4
+        server.stop()
+        frontier.dead_letter(taken[0], "HTTP 403 Forbidden (not retried)", status=403)
+        assert frontier.retry(taken[1], "TimeoutError") == "retry"
+        assert frontier.postpone(taken[2], 30, "robots.txt unreachable") is False
+        assert len(frontier.leases) == 4 and len(frontier.held_moves) == 3, "kept, to be renewed"
+        server.ensure()  # back from its AOF
+        frontier.flush()
+        assert not frontier.held_moves and frontier.leases.ids() == [frontier.lease_of(taken[3]).id]
+        check = redis.Redis.from_url(server.url())
+        (letter,) = [json.loads(r) for r in check.lrange("held:dlq", 0, -1)]
+        assert letter["url"] == "https://a.test/0" and letter["status"] == 403 and letter["error"].startswith("HTTP 403")
+        assert check.zcard("held:delayed") == 2 and check.zcard("held:inflight") == 1
+        assert stats.get_value("dlq/count") == 1 and stats.get_value("retry/count") == 1
+        check.close()
+    finally:
+        server.stop()
+
+
+def test_a_partitioned_frontier_without_a_budget_counts_nothing_against_one(redis_url, redis_client):
+    """The partitioned round reserved budget only under a budget, but gave back the unused part of every round
+    (budget_used went negative, -143 in a crawl): a budget set later then read as negative."""
+    from types import SimpleNamespace
+
+    from scrapy import Request, Spider
+    from scrapy.statscollectors import MemoryStatsCollector
+
+    from crawlhub.connection import get_redis
+    from crawlhub.frontier.client import FrontierClient
+
+    settings = Settings(project_settings(REDIS_URL=redis_url, FRONTIER_PARTITIONS=3, DOMAIN_RATE=0,
+                                         DOMAIN_CONCURRENCY=0))
+    frontier = FrontierClient(get_redis(settings), settings, MemoryStatsCollector(SimpleNamespace(settings=settings)),
+                              "w1")
+    frontier.open(Spider("nobudget"))
+    for n in range(4):
+        frontier.enqueue(Request(f"https://d{n}.test/"), hashlib.sha1(str(n).encode()).hexdigest())
+    taken = []
+    for _ in range(5):
+        taken += frontier.lease(16)[0]
+    assert len(taken) == 4
+    assert int(redis_client.get("nobudget:budget_used") or 0) == 0
+    redis_client.set("nobudget:budget", 6)  # a budget set now counts from now on
+    for n in range(4, 12):
+        frontier.enqueue(Request(f"https://d{n}.test/"), hashlib.sha1(str(n).encode()).hexdigest())
+    for _ in range(10):
+        taken += frontier.lease(16)[0]
+    assert len(taken) == 4 + 6 and int(redis_client.get("nobudget:budget_used")) == 6

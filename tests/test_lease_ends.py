@@ -103,6 +103,9 @@ def test_counters_equal_the_store_when_a_worker_stopped_past_its_lease_stores_it
         (other,) = run_workers("scrapeme", env, tmp_path, 1, timeout=120)
     finally:
         frozen.proc.send_signal(signal.SIGCONT)
+    # its lease book mirrors <spider>:leases: the renewal after the thaw (every LEASE_TTL / 3 = 1 s) reports the
+    # reclaimed leases lost (docs/frontier.md, "Mirrors")
+    assert wait_for(lambda: "expired before this worker renewed them" in frozen.log(), 1 + 2), frozen.log()[-2000:]
     wait_all([frozen], 60)
     assert mongo_db.products.count_documents({}) == 40
     scraped = sum(int(m) for w in (frozen, other) for m in re.findall(r"'item_scraped_count': (\d+)", w.log()))

@@ -27,6 +27,7 @@ import redis
 from allpairspy import AllPairs
 from scrapy.settings import Settings
 
+from crawlhub.frontier import control
 from crawlhub.frontier.keys import Keys
 from crawlhub.services import EmbeddedRedis
 from tests.harness import cli, start_worker, wait_all, wait_for
@@ -44,7 +45,7 @@ SCENARIOS = [dict(zip(DIMENSIONS, values, strict=True)) for values in AllPairs(l
 SPIDERS = {"oneshot": "scrapeme", "revisiting": "t_revisit"}  # t_revisit: the shop spider, every page every 4 s
 PRODUCTS, PER_PAGE = 64, 4  # 16 listing pages
 FORBIDDEN = "/shop/page/7/"  # answers 403 until fixed (then its 4 products are stored)
-BUDGET = 10  # "budget reached then raised": the requests the cluster may take before it is raised
+BUDGET = 10  # "budget reached then raised": the requests the cluster may take, set under the running workers
 PARTITIONS = 3  # on the cluster
 
 
@@ -128,9 +129,9 @@ def test_scenario(scenario, request, env, site, mongo_db, tmp_path):
     env = dict(frontier.env, SPIDER_MODULES="spiders,tests.sites.spiders", DUPEFILTER_MODE=scenario["filter"],
                LEASE_TTL="3", LEASE_RECLAIM_INTERVAL="1", MAX_IDLE_TIME_BEFORE_CLOSE="0", RETRY_TIMES="0",
                REFRESH_INTERVAL="0.3", CLUSTER_STATS_INTERVAL="0.5")
-    if operation == "budget":
-        assert cli(env, "budget", spider, str(BUDGET)).returncode == 0
     workers = [start_worker(spider, env, tmp_path, f"w{i}") for i in range(2)]
+    if operation == "budget":  # set under the running workers (as `crawlhub budget` does, without its start-up)
+        control.budget(client, frontier.keys, 0, BUDGET)
     client.lpush(frontier.keys.seeds, f"{shop.url}/start")
 
     def products(**query) -> int:
@@ -166,7 +167,7 @@ def test_scenario(scenario, request, env, site, mongo_db, tmp_path):
         # the promise is "nothing fetched while paused": a second of it is watched (a fetch ends the wait at once)
         assert not wait_for(lambda: len(shop.hits) > paused_at, 1.0), "fetched while paused"
         assert cli(env, "resume", spider).returncode == 0
-    elif operation == "budget":  # every worker ends once the budget is used up; new ones go on once it is raised
+    elif operation == "budget":  # every worker sees it used up and ends; new ones go on once it is raised
         ending = [w for w in workers if w.proc.returncode != -signal.SIGKILL]  # (the fault's victim is gone)
         wait_all(ending, 90)
         assert all("budget_exhausted" in w.log() for w in ending), [w.name for w in ending]

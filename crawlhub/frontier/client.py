@@ -21,6 +21,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -126,6 +127,8 @@ class FrontierClient:
         # the cold side: what fetches tell the URL status store (crawlhub.revisit), written by the store's flush
         self.status_updates: list[Any] = []
         self.epoch = ""  # the frontier epoch's JSON as this worker last read it (crawlhub/frontier/epoch.py)
+        # lease ends (retry, postponement, dead letter) that Redis did not take: (lease, what, call, then) (_send_end)
+        self.held_moves: list[tuple[Lease, str, Callable[[], bool], Callable[[bool], None]]] = []
 
     def open(self, spider: Spider) -> None:
         settings = self.settings
@@ -185,6 +188,7 @@ class FrontierClient:
         """
         enq, fin, ack, safe = self.pending_enq, self.pending_fin, self.pending_ack, self.safe_acks
         if not (enq or fin or ack or safe or n):
+            self._send_held_moves()
             return None
         self.pending_enq, self.pending_fin, self.pending_ack, self.safe_acks = [], [], [], []
         try:
@@ -220,6 +224,8 @@ class FrontierClient:
                 ack = [*safe, *ack]
         if outcome.failed:
             self._forget_sent()  # a failover may have lost writes the local filter mirrors
+        else:  # every partition answered, so the links queued before a held end are in: send the held ends
+            self._send_held_moves()
         if self.redis_down:  # back: renew at once, and reclaim nobody's leases for a LEASE_TTL
             self.redis_down, self.redis_back_at = False, time.monotonic()
             self._forget_sent()  # a restart from its AOF may have lost the last writes the local filter mirrors
@@ -467,12 +473,17 @@ class FrontierClient:
         again.meta[meta.ATTEMPTS] = attempts
         again.meta.setdefault(meta.FIRST_ATTEMPT, time.time())
         self.leases.pop(lease.id)
-        if self.ops.delay(lease.id, self.serializer.encode(again), delay):
-            self.stats.inc_value("retry/count")
-            self.stats.inc_value(f"retry/reason_count/{reason.split(':')[0]}")
-            self.count("retries")
-            logger.info("Retrying %s in %.1fs (attempt %d of %d): %s", request.url, delay, attempts + 1,
-                        self.policy.retry_times + 1, reason)
+
+        def retried(moved: bool) -> None:
+            if moved:
+                self.stats.inc_value("retry/count")
+                self.stats.inc_value(f"retry/reason_count/{reason.split(':')[0]}")
+                self.count("retries")
+                logger.info("Retrying %s in %.1fs (attempt %d of %d): %s", request.url, delay, attempts + 1,
+                            self.policy.retry_times + 1, reason)
+
+        self._send_end(lease, "retry", partial(self.ops.delay, lease.id, self.serializer.encode(again), delay),
+                       retried)
         return "retry"
 
     def postpone(self, request: Request, seconds: float, reason: str) -> bool:
@@ -485,11 +496,14 @@ class FrontierClient:
         later.meta.pop(meta.LEASE, None)
         later.meta.pop(meta.RESLOT, None)
         self.leases.pop(lease.id)
-        moved = self.ops.delay(lease.id, self.serializer.encode(later), seconds)
-        if moved:
-            self.stats.inc_value("scheduler/postponed")
-            logger.info("Postponed %s for %.0fs: %s", request.url, seconds, reason)
-        return moved
+
+        def postponed(moved: bool) -> None:
+            if moved:
+                self.stats.inc_value("scheduler/postponed")
+                logger.info("Postponed %s for %.0fs: %s", request.url, seconds, reason)
+
+        return self._send_end(lease, "postponement",
+                              partial(self.ops.delay, lease.id, self.serializer.encode(later), seconds), postponed)
 
     def dead_letter(self, request: Request, error: str, status: int | None = None, attempts: int | None = None) -> None:
         lease = self.leases.of(request)
@@ -502,10 +516,44 @@ class FrontierClient:
         self.flush()  # the page's links are queued before its lease ends
         record = self.policy.dead_letter(self.spider_name, self.worker, lease.url, lease.payload, request_meta,
                                          error, status, attempts)
-        if self.ops.dead_letter(lease.id, record):
-            self.stats.inc_value("dlq/count")
-            logger.error("Gave up on %s after %d attempts (%s); in %s", lease.url, record.attempts, error,
-                         self.keys.part_of(lease_domain(lease.id)).dlq)
+
+        def dead_lettered(moved: bool) -> None:
+            if moved:
+                self.stats.inc_value("dlq/count")
+                logger.error("Gave up on %s after %d attempts (%s); in %s", lease.url, record.attempts, error,
+                             self.keys.part_of(lease_domain(lease.id)).dlq)
+
+        self._send_end(lease, "dead letter", partial(self.ops.dead_letter, lease.id, record), dead_lettered)
+
+    def _send_end(self, lease: Lease, what: str, move: Callable[[], bool], then: Callable[[bool], None]) -> bool:
+        """Send a lease's end that is its own script call (a retry, a postponement, a dead letter); ``then`` gets
+        the outcome. Redis down: the lease goes back in the book, where it is renewed (nobody reclaims it) and
+        the warden's sweep leaves it alone, and the call is held until a round trip succeeds again."""
+        try:
+            moved = move()
+        except REDIS_ERRORS as exc:
+            lease.output_done = True
+            self.leases.restore(lease)
+            self.held_moves.append((lease, what, move, then))
+            self.redis_down = True
+            logger.warning("Redis unavailable (%s): the %s of %s is held until it is back; its lease is renewed "
+                           "meanwhile", exc, what, lease.url)
+            return False
+        then(moved)
+        return moved
+
+    def _send_held_moves(self) -> None:
+        """The lease ends held while Redis was down, in order; what fails again stays held."""
+        while self.held_moves:
+            lease, what, move, then = self.held_moves[0]
+            try:
+                moved = move()
+            except REDIS_ERRORS:
+                return
+            self.held_moves.pop(0)
+            self.leases.pop(lease.id)
+            logger.info("Redis is back: the held %s of %s is sent", what, lease.url)
+            then(moved)
 
     def permanent_failure(self, request: Request, status: int) -> None:
         if self.leases.of(request) is None:  # robots.txt and other side requests do not count

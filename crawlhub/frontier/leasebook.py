@@ -72,6 +72,10 @@ class LeaseBook:
         lease_id = request.meta.get(meta.LEASE) if request is not None else None
         return self._leases.get(lease_id) if lease_id else None
 
+    def restore(self, lease: Lease) -> None:
+        """Put back a lease taken out to be ended, whose end could not be sent (Redis down): it is renewed again."""
+        self._leases[lease.id] = lease
+
     def pop(self, lease_id: str) -> Lease | None:
         return self._leases.pop(lease_id, None)
 

@@ -176,9 +176,9 @@ class Partitions:
                 deferred.append(lease_id)
             else:
                 rounds.setdefault(p, _Round()).ack.append(lease_id)
-        status, reserved, wait, epoch = "ok", 0, None, None
+        status, reserved, counted, wait, epoch = "ok", 0, False, None, None
         if n > 0:
-            status, reserved, ready, wait, epoch = self._prepare(n, budget)
+            status, reserved, counted, ready, wait, epoch = self._prepare(n, budget)
             chosen = ready[:self.per_lease]
             share = math.ceil(reserved / len(chosen)) if chosen else 0
             left = reserved
@@ -223,7 +223,8 @@ class Partitions:
             merged.wait = wait
         if calls and result.failed == len(calls):
             raise result.error if isinstance(result.error, REDIS_ERRORS) else redis.ConnectionError(str(result.error))
-        self._after(hints, added_to, reserved - len(merged.taken) if reserved else 0, now)
+        # (the reservation counted in budget_used, less what was taken, is given back)
+        self._after(hints, added_to, reserved - len(merged.taken) if counted else 0, now)
         return result
 
     def unknown(self, enqueues: Iterable[EnqueueOp]) -> list[EnqueueOp]:
@@ -243,21 +244,22 @@ class Partitions:
         found = {i for (i, _), present in zip(checks, pipe.execute(), strict=True) if present}
         return [op for i, op in enumerate(ops) if i not in found] if found else ops
 
-    def _prepare(self, n: int, budget: int) -> tuple[str, int, list[int], float | None, str]:
-        """Pause, budget, the ready partitions and the frontier's epoch: (status, requests to lease, partitions,
-        wait if none is ready, epoch ("" = gone))."""
+    def _prepare(self, n: int, budget: int) -> tuple[str, int, bool, list[int], float | None, str]:
+        """Pause, budget, the ready partitions and the frontier's epoch: (status, requests to lease, whether they
+        were counted in budget_used (only under a budget), partitions, wait if none is ready, epoch ("" = gone))."""
         k = self.keys
         pipe = self.server.pipeline(transaction=False)
         pipe.get(k.epoch)
         pipe.exists(k.paused)
         pipe.get(k.budget)
+        pipe.get(k.budget_used)
         pipe.zrangebyscore(k.ready, "-inf", time.time(), start=0, num=max(64, self.per_lease * 4))
         pipe.zrange(k.ready, 0, 0, withscores=True)
         pipe.zcard(k.ready)
-        epoch_raw, paused, stored, ready_raw, first, hinted = pipe.execute()
+        epoch_raw, paused, stored, used_before, ready_raw, first, hinted = pipe.execute()
         epoch = text(epoch_raw) if epoch_raw is not None else ""
         if paused:
-            return "paused", 0, [], None, epoch
+            return "paused", 0, False, [], None, epoch
         ready = [int(text(p)) for p in ready_raw if text(p).isdigit() and int(text(p)) < self.count]
         random.shuffle(ready)  # workers spread over the ready partitions instead of crowding one
         if int(hinted) < self.count:
@@ -269,15 +271,15 @@ class Partitions:
             ready += unknown
         wait = max(0.0, float(first[0][1]) - time.time()) if first else None
         limit = int(stored) if stored is not None else budget
-        if limit <= 0:
-            return "ok", n if ready else 0, ready, wait, epoch
-        if not ready:
-            return "ok", 0, ready, wait, epoch
+        if limit <= 0:  # no budget: nothing is counted (a budget set later counts from then on)
+            return "ok", n if ready else 0, False, ready, wait, epoch
+        if not ready:  # a budget used up is said even with nothing ready, as one partition's tick does
+            return ("budget" if int(used_before or 0) >= limit else "ok"), 0, False, ready, wait, epoch
         used = int(self.server.incrby(k.budget_used, n))
         allowed = max(0, min(n, limit - (used - n)))
         if allowed < n:
             self.server.decrby(k.budget_used, n - allowed)
-        return ("ok" if allowed else "budget"), allowed, ready, wait, epoch
+        return ("ok" if allowed else "budget"), allowed, True, ready, wait, epoch
 
     def _after(self, hints: dict[str, float], added_to: list[str], unused: int, now: float) -> None:
         if not (hints or added_to or unused > 0):

@@ -465,7 +465,9 @@ class MongoPipeline:
         deadline = time.monotonic() + self.close_timeout
         delay = 1.0
         for attempt in range(1, self.close_retries + 1):
-            self._reconnect(timeout=max(0.5, min(deadline - time.monotonic(), 10.0)))
+            # under the flush lock: a flush the timer started may still be writing through the old client
+            timeout = max(0.5, min(deadline - time.monotonic(), 10.0))
+            await maybe_deferred_to_future(self.lock.run(self._reconnect, timeout))
             if await self.flush(force=True):
                 break
             left = deadline - time.monotonic()

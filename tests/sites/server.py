@@ -74,6 +74,15 @@ def serve(answer, port: int = 0, tls: bool = False, connect=None) -> ThreadingHT
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
+        def setup(self):
+            # the TLS handshake in this connection's own thread, as a real server does: done in accept() it would
+            # let one client that stops mid-handshake (a worker under SIGSTOP) hold up every other connection
+            if isinstance(self.request, ssl.SSLSocket):
+                self.request.settimeout(30)
+                self.request.do_handshake()
+                self.request.settimeout(None)
+            super().setup()
+
         def do_GET(self):  # noqa: N802
             answer(self)
 
@@ -90,7 +99,7 @@ def serve(answer, port: int = 0, tls: bool = False, connect=None) -> ThreadingHT
     if tls:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(*self_signed_cert())
-        server.socket = context.wrap_socket(server.socket, server_side=True)
+        server.socket = context.wrap_socket(server.socket, server_side=True, do_handshake_on_connect=False)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
