@@ -47,6 +47,17 @@ def test_a_lease_given_back_is_first_in_line(redis_client):
     assert urls(frontier.lease("w", 60, 5)[0]) == [f"http://a.test/{i}" for i in range(5)]
 
 
+def test_a_queue_that_outlived_its_schedule_is_leased_again_when_a_request_joins_it(redis_client):
+    """`crawlhub reset` deletes a frontier key by key while workers push: a domain's list can outlive the
+    schedule and priority set that lead to it. A crawl re-seeded after it stalled (nothing leased, no
+    error) until a push put the domain back whatever the list's length."""
+    frontier = frontier_for(redis_client)
+    frontier.tick([request(0)])
+    redis_client.delete("sp:domains", "sp:queue:a.test")  # the schedule and the priority set, not the list
+    frontier.tick([request(1)])  # a seed after the reset, same domain
+    assert sorted(urls(frontier.lease("w", 60, 5)[0])) == ["http://a.test/0", "http://a.test/1"]
+
+
 def test_one_call_enqueues_acks_and_leases(redis_client):
     frontier = frontier_for(redis_client)
     frontier.tick([request(0)])

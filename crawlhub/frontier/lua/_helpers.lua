@@ -22,14 +22,13 @@ end
 local function push(ctx, d, prio, payload, front)
   local q = ctx.prefix .. ':' .. d
   prio = tostring(math.floor(tonumber(prio) or 0))
-  local len
-  if front then len = redis.call('LPUSH', q .. ':' .. prio, payload) else len = redis.call('RPUSH', q .. ':' .. prio, payload) end
+  if front then redis.call('LPUSH', q .. ':' .. prio, payload) else redis.call('RPUSH', q .. ':' .. prio, payload) end
   redis.call('HINCRBY', ctx.counts, d, 1)
-  -- a list that held requests already is in the priority set, and its domain in the schedule
-  if len == 1 then
-    redis.call('ZADD', q, -tonumber(prio), prio)
-    redis.call('ZADD', ctx.schedule, 'NX', 0, d)
-  end
+  -- the list's priority in the domain's priority set, the domain in the schedule (NX: a member there keeps
+  -- its score). Not only for a new list: a list that outlived its sets (a reset deleting keys one by one
+  -- while a worker pushed) would otherwise never be leased again, and nor would what is pushed after it.
+  redis.call('ZADD', q, 'NX', -tonumber(prio), prio)
+  redis.call('ZADD', ctx.schedule, 'NX', 0, d)
 end
 -- take up to k requests of a domain: best priority first, FIFO within one
 -- (first: the best priority, when the caller just read it). Returns the requests, and whether the
