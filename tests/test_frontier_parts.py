@@ -123,6 +123,7 @@ def test_records_cross_into_lua_with_named_fields():
     assert (bloom["kind"], bloom["key"], bloom["extra"]) == ("b", "bits", "1000,3,7")
     reply = Tick.from_reply([b"ok", b"0.250", 3, 1, b"", b"7@a.test", b"{}"])
     assert (reply.wait, reply.added, reply.acked, reply.taken) == (0.25, 3, 1, [("7@a.test", b"{}")])
+    assert Tick.from_reply([b"budget", b"", 0, 0]).budget_exhausted and Tick.from_reply([b"paused", b"", 0, 0]).paused
     assert Tick.from_reply([b"budget", b"", 0, 0, b""]).budget_exhausted and Tick.from_reply([b"paused", b"", 0, 0, b""]).paused
 
 

@@ -96,7 +96,7 @@ class Tick:
         """tick.lua returns {status, wait ('' = none), added, acked, epoch, id, payload, id, payload, ...}
         (epoch: '' = not read, else 'e' + the key's value)."""
         taken = [Taken(text(out[i]), out[i + 1]) for i in range(5, len(out), 2)]
-        epoch = text(out[4])
+        epoch = text(out[4]) if len(out) > 4 else ""  # (a reply that stops before it: nothing read)
         return cls(taken, float(out[1]) if out[1] else None, int(out[2]), int(out[3]),
                    out[0] == b"budget", out[0] == b"paused", epoch[1:] if epoch else None)
 
