@@ -101,9 +101,10 @@ def item_counts(settings, spider: str, items_stored: int, mongo=None, epoch: str
             client.close()
     except Exception as exc:  # pymongo's errors, or the embedded server not starting: shown, not fatal
         return {"error": f"MongoDB unavailable: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"}
-    checked = (items_stored if crawl is None else crawl) + quarantined
+    good = items_stored if crawl is None else crawl  # the store's count when it has one, as status shows
+    checked = good + quarantined
     return {"database": settings.get("MONGO_DATABASE"), "stored": stored, "crawl": crawl, "quarantined": quarantined,
-            "valid_share": round(items_stored / checked, 4) if checked else None, "revisit": revisit}
+            "valid_share": round(good / checked, 4) if checked else None, "revisit": revisit}
 
 
 def has_frontier(server, settings, spider: str) -> bool:

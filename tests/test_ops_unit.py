@@ -157,3 +157,19 @@ def test_log_is_oldest_first_by_time_though_workers_send_in_batches(redis_client
             redis_client.xadd(log_key("sp"), {"t": t, "url": f"http://s.example/{t}", "worker": worker, "status": 200})
     entries, _ = read_log(redis_client, "sp", 100)
     assert [e["time"] for e in entries] == [10.0, 10.5, 11.0, 11.5, 12.0]
+
+
+def test_item_counts_read_this_crawls_documents_from_the_store(mongo_db):
+    """`items.crawl`: the spider's documents marked with the current epoch; the valid share is taken from it,
+    not from the workers' counter (which a worker killed right after a write leaves short)."""
+    from crawlhub.ops import item_counts
+
+    mongo_db.products.insert_many([{"id": "1", "spiders": ["sp"], "cycles": {"sp": "e2"}},
+                                   {"id": "2", "spiders": ["sp"], "cycles": {"sp": "e2"}},
+                                   {"id": "3", "spiders": ["sp"], "cycles": {"sp": "e1"}}])  # an older crawl's
+    mongo_db.quarantine.insert_one({"spider": "sp", "reasons": ["missing price"]})
+    settings = Settings(project_settings(MONGO_DATABASE=mongo_db.name))
+    counts = item_counts(settings, "sp", 0, mongo_db.client, "e2")
+    assert (counts["stored"], counts["crawl"], counts["quarantined"]) == ({"products": 3}, 2, 1)
+    assert counts["valid_share"] == round(2 / 3, 4)
+    assert item_counts(settings, "sp", 5, mongo_db.client)["crawl"] is None, "no epoch: no crawl count"
