@@ -55,6 +55,9 @@ def test_redis_restarted_empty_is_loud_and_not_a_finished_crawl(env, site, redis
     workers = [start_worker("scrapeme", env, tmp_path, f"w{i}") for i in range(2)]
     redis_client.lpush("scrapeme:start_urls", f"{shop.url}/shop/")
     assert wait_for(lambda: mongo_db.products.count_documents({}) >= 20, 60)
+    # both workers know the frontier's epoch (a worker that opens after the flush joins what it finds then: a
+    # new frontier, nothing vanished from its point of view; on a loaded machine the second one opens late)
+    assert wait_for(lambda: all("Reading seeds from Redis key" in w.log() for w in workers), 60)
     redis_client.flushdb()  # what a Redis restarted without its data looks like to the workers
 
     wait_all(workers, 60)  # they stop by themselves
