@@ -189,7 +189,8 @@ class CrawlhubSpider(SitemapMixin, Spider):
         # a suspended VM), and that time says nothing about the frontier: count from now
         asleep = self._last_idle_check is not None and now - self._last_idle_check > IDLE_CHECK_GAP
         self._last_idle_check = now
-        busy = bool(scheduled) or asleep
+        # work queued that was not ready at the last lease round (rate limits, back-offs): not idle, no need to count
+        busy = bool(scheduled) or asleep or (frontier is not None and frontier.work_waiting)
         if not busy and frontier is not None:
             try:
                 counts = frontier.counts()

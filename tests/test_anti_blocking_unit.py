@@ -295,3 +295,22 @@ def test_the_first_proposal_is_the_clusters_choice(redis_client):
     assert cluster_choice(redis_client, "t:choice", "d", "b", lambda c: c != "a") == "b", "unusable here: replaced"
     assert redis_client.hget("t:choice", "d") == b"b"
     assert cluster_choice(None, "t:choice", "d", "c", lambda c: True) == "c", "no Redis: this worker's own"
+
+
+def test_a_sticky_choice_follows_the_clusters_record(redis_client):
+    """A worker's sticky proxy for a domain mirrors the cluster's choice (crawlhub:proxy:sticky): read again with
+    the domain's state (PROXY_STATE_REFRESH; 0 here: at every choice), so another worker's new choice or
+    `crawlhub proxies reset` reaches it, and the workers never disagree for longer."""
+    pools = {"dc": ["http://a:1", "http://b:1"]}
+    crawler = get_crawler(Spider, settings_dict=project_settings(PROXY_POOLS=pools, PROXY_ROTATION="sticky",
+                                                                 PROXY_STATE_REFRESH=0))
+    mw = type("Shared", (ProxyMiddleware,), {"server": redis_client}).from_crawler(crawler)
+    first = mw.choose(Request("https://example.com/")).id
+    assert redis_client.hget(px.STICKY, "example.com").decode() == first
+    assert {mw.choose(Request(f"https://example.com/{n}")).id for n in range(4)} == {first}
+    other = "dc/b:1" if first == "dc/a:1" else "dc/a:1"
+    redis_client.hset(px.STICKY, "example.com", other)  # another worker replaced it (it could not use it)
+    assert mw.choose(Request("https://example.com/x")).id == other
+    px.reset_state(redis_client)  # `crawlhub proxies reset`: the next choice is the cluster's again
+    again = mw.choose(Request("https://example.com/y")).id
+    assert redis_client.hget(px.STICKY, "example.com").decode() == again

@@ -148,3 +148,140 @@ def test_lua_scripts_flushed_from_redis_are_loaded_again_by_the_running_workers(
     assert set(fetched) == set(pages) and max(fetched.values()) == 1, {p: n for p, n in fetched.items() if n > 1}
     stop(workers)
     assert not any("Traceback" in w.log() or " ERROR: " in w.log() for w in workers)
+
+
+def star(count: int) -> dict:
+    """A root page linking to ``count`` leaf pages: any number of them can be fetched at once."""
+    pages = {"/": "<html><body>" + "".join(f'<a href="/p/{i}">{i}</a> ' for i in range(count)) + "</body></html>"}
+    pages.update({f"/p/{i}": f"<html><head><title>page {i}</title></head></html>" for i in range(count)})
+    return pages
+
+
+def most_at_once(hits) -> int:
+    """Most of ``hits`` being served at one moment (each from its arrival to its answer)."""
+    return max((sum(1 for g in hits if g.arrived <= h.arrived < g.at) for h in hits), default=0)
+
+
+def named_workers(env, tmp_path, spider: str, count: int):
+    """Workers whose requests the site tells apart: User-Agent w0, w1, ... (header profiles off)."""
+    return [start_worker(spider, env, tmp_path, f"w{i}", HEADER_PROFILES_ENABLED="False", USER_AGENT=f"w{i}")
+            for i in range(count)]
+
+
+def test_a_dead_workers_share_of_a_domain_goes_to_the_live_ones(env, site, redis_client, tmp_path):
+    """DOMAIN_CONCURRENCY=4 shared by two workers: each takes its fair share, 2. One is killed: once the upkeep's
+    count of live workers (every 2 s, a heartbeat older than WORKER_DEAD_AFTER is dead) and the killed worker's
+    leases (their slots free when they expire, LEASE_TTL) say so, the survivor takes all 4 slots."""
+    import time
+
+    shop = site(star(300), delay=0.4)
+    env = dict(env, MAX_IDLE_TIME_BEFORE_CLOSE="0", DOMAIN_CONCURRENCY="4", WORKER_HEARTBEAT_INTERVAL="0.5",
+               WORKER_DEAD_AFTER="3", LEASE_TTL="3", LEASE_RECLAIM_INTERVAL="1")
+    redis_client.lpush("generic:start_urls", f"{shop.url}/")
+    workers = named_workers(env, tmp_path, "generic", 2)
+
+    def pages_by(ua: str, since: float = 0.0) -> list:
+        return [h for h in list(shop.hits) if h.path.startswith("/p/") and h.user_agent == ua and h.arrived > since]
+
+    # both at work for a while (each counted the other): the domain's 4 slots are shared, 2 each
+    assert wait_for(lambda: len(pages_by("w0")) >= 10 and len(pages_by("w1")) >= 10, 60)
+    # from when each had counted the other (the upkeep counts every 2 s)
+    shared_from = max(min(h.arrived for h in pages_by(ua)) for ua in ("w0", "w1")) + 2.5
+    assert wait_for(lambda: len(pages_by("w1", shared_from)) >= 8, 30)
+    assert most_at_once(pages_by("w1", shared_from)) <= 2, "two live workers: a fair share is 2 of 4 slots"
+    workers[0].proc.kill()
+    killed_at = time.time()
+    # within WORKER_DEAD_AFTER + 2 s (and the killed worker's leases expired, LEASE_TTL): 3 or 4 at once
+    def crowded() -> list:  # the survivor's requests that arrived with 2 more of its own being served
+        hits = pages_by("w1", killed_at)
+        return [h for h in hits if sum(1 for g in hits if g.arrived <= h.arrived < g.at) >= 3]
+
+    taken = wait_for(crowded, 30)
+    assert taken, f"the survivor still took {most_at_once(pages_by('w1', killed_at))} slots at once after its peer died"
+    first = min(h.arrived for h in taken) - killed_at
+    assert first <= max(3.0 + 2.0, 3.0) + 3.0, f"the survivor took the dead worker's slots {first:.1f}s after it died"
+    assert shop.max_active <= 4 + 2, "never more than the domain's slots (and the killed worker's orphaned answers)"
+    workers[1].proc.send_signal(signal.SIGTERM)
+    wait_all(workers[1:], 60)
+    assert "Traceback" not in workers[1].log()
+
+
+def test_a_worker_waiting_on_a_slow_domain_takes_another_workers_links_within_the_poll_interval(env, site, redis_client,
+                                                                                              tmp_path):
+    """The domains' next-ready hint (Upkeep.not_before): a worker whose only queued domain is limited to 1/m
+    sleeps on it, capped at FRONTIER_POLL_INTERVAL, so the links another worker queues for another domain reach
+    it within that interval, not when the slow domain is next ready (a minute on). A seed pushed meanwhile is
+    read as soon."""
+    import time
+
+    from crawlhub._utils.urls import domain_of
+
+    slow, fast = site(star(10)), site(star(60), delay=1.0)
+    # (robots.txt off: its fetch would take the slow domain's one request of the minute)
+    env = dict(env, MAX_IDLE_TIME_BEFORE_CLOSE="0", FRONTIER_POLL_INTERVAL="2", CONCURRENT_REQUESTS="4",
+               ROBOTSTXT_OBEY="False")
+    assert cli(env, "limits", "set", domain_of(slow.url), "1/m").returncode == 0
+    redis_client.lpush("generic:start_urls", f"{slow.url}/")
+    workers = named_workers(env, tmp_path, "generic", 2)
+    # both workers open, the slow site's root fetched, its 10 links queued (next ready in a minute)
+    assert wait_for(lambda: all("Reading seeds from Redis key" in w.log() for w in workers)
+                    and "/" in slow.fetched("/") and redis_client.llen("generic:start_urls") == 0, 60)
+    pushed_at = time.time()
+    redis_client.lpush("generic:start_urls", f"{fast.url}/")
+    assert wait_for(lambda: fast.fetched("/") and fast.fetched("/p/"), 30)
+    (root,) = [h for h in fast.hits if h.path == "/"]
+    # the seed too: read while the queued domain waits (the worker is idle for Scrapy, not busy with a minute's wait)
+    assert root.arrived - pushed_at <= 2 + 1.5, f"the seed was read {root.arrived - pushed_at:.1f}s after it was pushed"
+    other = {"w0": "w1", "w1": "w0"}[root.user_agent]  # it learns of the fast site's links only through the frontier
+    joined = wait_for(lambda: [h.arrived for h in list(fast.hits) if h.user_agent == other], 20)
+    assert joined, f"{other} never took the fast site's links (it slept on the slow domain's hint)"
+    late = min(joined) - root.at
+    # the interval, and a second for a loaded machine; without the cap the wait was the slow domain's minute
+    assert late <= 2 + 1.5, f"{other} took the fast site's links {late:.1f}s after they were queued"
+    assert len(slow.fetched("/p/")) <= 1, "the 1/m limit held"
+    stop(workers)
+    assert "Traceback" not in "".join(w.log() for w in workers)
+
+
+def test_a_proxy_reset_reaches_the_running_workers_within_proxy_state_refresh(env, site, redis_client, tmp_path):
+    """A proxy cooled down on a domain for 10 minutes; the site stops blocking it and `crawlhub proxies reset`
+    runs under two running workers: within PROXY_STATE_REFRESH every worker's copy forgets the cool-down."""
+    import time
+
+    from crawlhub._utils.urls import domain_of
+    from crawlhub.proxies import cool_key
+    from tests.sites.server import LocalProxy
+
+    blocking = {"pa": True}
+
+    def block_pa(shop, path):  # the site sees the proxies' Via
+        if blocking["pa"] and shop.request_header("Via").startswith("1.1 pa"):
+            return (403, "text/html", "<h1>Access denied</h1>", {})
+        return None
+
+    shop = site(star(400), handler=block_pa)
+    pa, pb = LocalProxy("pa", "ok", "").start(), LocalProxy("pb", "ok", "").start()
+    try:
+        env = dict(env, MAX_IDLE_TIME_BEFORE_CLOSE="0", DOMAIN_RATE="8/s", PROXY_BAN_AFTER="1", PROXY_COOLDOWN="600",
+                   PROXY_STATE_REFRESH="1", PROXY_POOLS=json.dumps({"dc": [pa.url(), pb.url()]}))
+        redis_client.lpush("generic:start_urls", f"{shop.url}/")
+        workers = [start_worker("generic", env, tmp_path, f"w{i}") for i in range(2)]
+        via = lambda h: dict(h.headers).get("Via", "")  # noqa: E731
+        assert wait_for(lambda: any(k.startswith(b"dc/127.0.0.1:%d" % pa.port)
+                                    for k in redis_client.hkeys(cool_key(domain_of(shop.url)))), 60)
+        cooled_at = time.time()
+        # cooled for the cluster: after the requests already on their way, nothing through pa
+        assert wait_for(lambda: sum(1 for h in list(shop.hits) if h.arrived > cooled_at + 1.5) >= 10, 30)
+        reset_at = time.time()
+        assert not [h for h in shop.hits if cooled_at + 1.5 < h.arrived < reset_at and via(h).startswith("1.1 pa")]
+        blocking["pa"] = False
+        assert "proxy state reset" in cli(env, "proxies", "reset").stdout
+        back = wait_for(lambda: [h.arrived for h in list(shop.hits)
+                                 if h.arrived > reset_at and h.status == 200 and via(h) == "1.1 pa"], 20)
+        assert back, "the workers kept the cool-down after `crawlhub proxies reset`"
+        assert min(back) - reset_at <= 1 + 2, f"pa used again {min(back) - reset_at:.1f}s after the reset"
+        stop(workers)
+        assert "Traceback" not in "".join(w.log() for w in workers)
+    finally:
+        pa.stop()
+        pb.stop()

@@ -133,10 +133,18 @@ class ProxyMiddleware:
             refresh_dead = now - self.dead_loaded >= self.refresh
             if refresh_dead:
                 pipe.hgetall(DEAD)
+            sticky = self.rotation == "sticky"
+            if sticky:  # the cluster's choice, which another worker or `crawlhub proxies reset` may have changed
+                pipe.hget(STICKY, domain)
             out = pipe.execute()
             if refresh_dead:
                 self.dead = {k.decode(): float(v) for k, v in out[2].items()}
                 self.dead_loaded = now
+            if sticky:
+                if out[-1]:
+                    self.sticky[domain] = out[-1].decode()
+                else:
+                    self.sticky.pop(domain, None)
             st = DomainState({k.decode(): float(v) for k, v in out[0].items()}, out[1].decode() if out[1] else "", now)
         except REDIS_ERRORS as exc:
             logger.warning("Redis unavailable (%s): proxy state of %s as known so far", exc, domain)

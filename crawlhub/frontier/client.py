@@ -127,6 +127,9 @@ class FrontierClient:
         # the cold side: what fetches tell the URL status store (crawlhub.revisit), written by the store's flush
         self.status_updates: list[Any] = []
         self.epoch = ""  # the frontier epoch's JSON as this worker last read it (crawlhub/frontier/epoch.py)
+        # the last lease round saw requests queued or delayed that were not ready yet (read by the spider's idle
+        # check: the crawl is not over; as fresh as that round, at most FRONTIER_POLL_INTERVAL old)
+        self.work_waiting = False
         # lease ends (retry, postponement, dead letter) that Redis did not take: (lease, what, call, then) (_send_end)
         self.held_moves: list[tuple[Lease, str, Callable[[], bool], Callable[[bool], None]]] = []
 
@@ -308,6 +311,7 @@ class FrontierClient:
         if result is None:
             return [], None
         self._watch_epoch(result.epoch)
+        self.work_waiting = result.wait is not None
         if result.budget_exhausted and not self.budget_exhausted:
             self.budget_exhausted = True
             logger.info("The crawl budget is used up: this worker takes no more requests")

@@ -171,6 +171,11 @@ class RedisScheduler(BaseScheduler):
             return True
         if self.frontier.budget_exhausted:
             return False
+        if self.upkeep.starved and self.upkeep.early() > 0:
+            # the frontier said nothing is ready for this worker before then (rate limits, back-offs, concurrency
+            # caps): idle till then, so that the engine's spider_idle reads new seeds meanwhile (the spider stays
+            # open: work is waiting). Else a seed pushed while every queued domain waits would wait with them.
+            return False
         try:
             return self.frontier.pending()
         except REDIS_ERRORS:
