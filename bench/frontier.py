@@ -9,9 +9,12 @@ worker; and crawlhub with two workers on one frontier. The configurations
 take turns (a round runs each once, the next round in reverse order) for
 --repeat rounds, and the median of each is reported, with every run. A run's
 time goes from its first response to its last, over all its workers (wall
-clock). Prints pages/s, ratios, Redis round trips per page (counted in the
-client: one per command or pipeline sent), Redis memory per seen URL and per
-queued request.
+clock). Prints pages/s, ratios, the workers' CPU per page (user + system,
+start-up included, read by the driver with wait4) and the redis-server's
+(INFO cpu), Redis round trips per page (counted in the client: one per
+command or pipeline sent), Redis memory per seen URL and per queued request.
+CPU per page spreads far less from run to run than pages/s on a shared
+machine: compare costs with it.
 
     .venv/bin/python -m bench.frontier            # 20,000 pages, 3 rounds
     .venv/bin/python -m bench.frontier --quick    # 3,000 pages, 3 rounds
@@ -156,16 +159,20 @@ def run_crawl(mode: str, url: str, redis_url: str, workers: int = 1, root: Path 
         env = dict(os.environ, BENCH_RESULT=str(out), PYTHONPATH=str(root))
         cmd = [sys.executable, "-m", "bench.frontier", "--crawl", mode, "--url", url, "--redis", redis_url]
         procs.append((subprocess.Popen(cmd, cwd=root, env=env), out))
+    cpu = 0.0  # the workers' CPU (user + system, start-up included), read by the driver: the same for any tree
     for proc, out in procs:
-        if proc.wait(timeout=1800) != 0:
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode != 0:
             raise SystemExit(f"{mode} crawl failed (exit {proc.returncode})")
+        cpu += usage.ru_utime + usage.ru_stime
         results.append(json.loads(out.read_text()))
     pages = sum(r["pages"] for r in results)
     # from the first response of any worker to the last of any (not the longest single worker's span)
     seconds = max(r["last"] for r in results) - min(r["first"] for r in results if r["first"])
     return {"mode": mode, "workers": workers, "pages": pages, "seconds": seconds, "pages_per_s": pages / seconds,
             "round_trips_per_page": sum(r["round_trips"] for r in results) / pages,
-            "rss_mb": max(r["rss_mb"] for r in results)}
+            "rss_mb": max(r["rss_mb"] for r in results), "worker_cpu_ms_per_page": cpu * 1000 / pages}
 
 
 def memory_of(server, pattern: str) -> int:
@@ -256,7 +263,8 @@ def main(argv=None) -> int:
                               "commands/page (INFO commandstats, scripts' inner commands included)")
                 print(f"round {round_ + 1}  {label:16} {row['pages']:6} pages in {row['seconds']:6.1f}s = "
                       f"{row['pages_per_s']:7.1f} pages/s, {row['round_trips_per_page']:5.2f} Redis round trips/page, "
-                      f"peak RSS {row['rss_mb']:.0f} MB{extra}", flush=True)
+                      f"worker CPU {row['worker_cpu_ms_per_page']:.3f} ms/page, Redis CPU {row['redis_cpu_us_per_page']:.0f} "
+                      f"us/page, peak RSS {row['rss_mb']:.0f} MB{extra}", flush=True)
         rows = [median_run(runs[c]) for c in configs]
         print()
         for (mode, workers), row in zip(configs, rows, strict=True):
@@ -286,19 +294,24 @@ def main(argv=None) -> int:
 def compare(server, base: str, redis_url: str, other: Path, repeat: int) -> int:
     """crawlhub of this tree against crawlhub of another checkout: same site, same Redis, taking turns."""
     configs = [(ROOT, 1), (other, 1), (ROOT, 2), (other, 2)]
-    runs: dict[tuple, list[float]] = {c: [] for c in configs}
+    figures = ("pages_per_s", "worker_cpu_ms_per_page", "redis_cpu_us_per_page", "round_trips_per_page")
+    runs: dict[tuple, dict[str, list[float]]] = {c: {f: [] for f in figures} for c in configs}
     for round_ in range(repeat):
         for root, workers in (configs if round_ % 2 == 0 else configs[::-1]):
             row = measure(server, "crawlhub", workers, base, redis_url, root)
-            runs[(root, workers)].append(row["pages_per_s"])
+            for f in figures:
+                runs[(root, workers)][f].append(row[f])
             print(f"round {round_ + 1}  {'this tree' if root == ROOT else str(other):24} x{workers}  "
-                  f"{row['pages_per_s']:7.1f} pages/s, {row['round_trips_per_page']:.2f} round trips/page", flush=True)
+                  f"{row['pages_per_s']:7.1f} pages/s, worker CPU {row['worker_cpu_ms_per_page']:.3f} ms/page, "
+                  f"Redis CPU {row['redis_cpu_us_per_page']:.0f} us/page, {row['round_trips_per_page']:.2f} round trips/page",
+                  flush=True)
     print()
     for workers in (1, 2):
-        mine, theirs = (sorted(runs[(r, workers)])[(repeat - 1) // 2] for r in (ROOT, other))
-        print(f"x{workers}: this tree {mine:.1f} pages/s, {other} {theirs:.1f} pages/s: {mine / theirs:.3f}x  "
-              f"(runs: {', '.join(f'{v:.1f}' for v in runs[(ROOT, workers)])} | "
-              f"{', '.join(f'{v:.1f}' for v in runs[(other, workers)])})")
+        for f in figures:
+            mine, theirs = (sorted(runs[(r, workers)][f])[(repeat - 1) // 2] for r in (ROOT, other))
+            print(f"x{workers} {f:24} this tree {mine:9.3f}, {other} {theirs:9.3f}: {mine / theirs:.3f}x  "
+                  f"(runs: {', '.join(f'{v:.3f}' for v in runs[(ROOT, workers)][f])} | "
+                  f"{', '.join(f'{v:.3f}' for v in runs[(other, workers)][f])})")
     return 0
 
 
@@ -306,9 +319,11 @@ def measure(server, mode: str, workers: int, base: str, redis_url: str, root: Pa
     """One crawl of the whole site in one configuration, on an empty Redis."""
     server.flushall()
     server.config_resetstat()
+    redis_cpu = _cpu(server)
     if mode == "crawlhub":
         server.lpush(f"{SPIDER}:start_urls", f"{base}/p/0")
     row = run_crawl(mode, f"{base}/p/0", redis_url, workers, root)
+    row["redis_cpu_us_per_page"] = (_cpu(server) - redis_cpu) * 1e6 / row["pages"]
     stats = server.info("commandstats")
     row["scripts_per_page"] = sum(v["calls"] for k, v in stats.items() if k in ("cmdstat_evalsha", "cmdstat_eval")) / row["pages"]
     row["commands_per_page"] = sum(v["calls"] for v in stats.values()) / row["pages"]
@@ -317,6 +332,12 @@ def measure(server, mode: str, workers: int, base: str, redis_url: str, root: Pa
     elif mode == "crawlhub":
         row["df_bytes_per_url"] = memory_of(server, f"{SPIDER}:dupefilter*") / max(1, _seen(server))
     return row
+
+
+def _cpu(server) -> float:
+    """The redis-server's CPU seconds so far (its idle cost included)."""
+    info = server.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
 def median_run(rows: list[dict]) -> dict:
