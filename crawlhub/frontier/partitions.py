@@ -215,6 +215,7 @@ class Partitions:
             merged.acked += got.acked
             if got.wait is not None:
                 merged.wait = got.wait if merged.wait is None else min(merged.wait, got.wait)
+                merged.waiting = True  # seen in a partition it asked (else: it cannot tell)
             if r.n:
                 hints[str(p)] = now + (got.wait if got.wait is not None else self.recheck)
             elif got.added:

@@ -90,6 +90,9 @@ class Tick:
     budget_exhausted: bool = False
     paused: bool = False
     epoch: str | None = None  # the frontier's epoch as read with this round: None = not read, "" = gone
+    # requests queued or delayed that were not ready: True / False as the round saw it, None = it cannot tell
+    # (a partitioned round asks only the partitions hinted ready; its ``wait`` may be a hint's)
+    waiting: bool | None = None
 
     @classmethod
     def from_reply(cls, out: list[Any]) -> Tick:
@@ -97,8 +100,9 @@ class Tick:
         (epoch: '' = not read, else 'e' + the key's value)."""
         taken = [Taken(text(out[i]), out[i + 1]) for i in range(5, len(out), 2)]
         epoch = text(out[4]) if len(out) > 4 else ""  # (a reply that stops before it: nothing read)
-        return cls(taken, float(out[1]) if out[1] else None, int(out[2]), int(out[3]),
-                   out[0] == b"budget", out[0] == b"paused", epoch[1:] if epoch else None)
+        wait = float(out[1]) if out[1] else None
+        return cls(taken, wait, int(out[2]), int(out[3]), out[0] == b"budget", out[0] == b"paused",
+                   epoch[1:] if epoch else None, waiting=wait is not None)
 
 
 @dataclass
