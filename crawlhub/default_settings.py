@@ -147,6 +147,16 @@ BAD_SEEDS_MAX = 10000
 # closes; 0 = wait for seeds forever (scrapy-redis's convention).
 MAX_IDLE_TIME_BEFORE_CLOSE = 0
 
+# --- Data quality (docs/quality.md) ---------------------------------------
+QUALITY_ENABLED = True
+# A page fetched again that yields less than this share of the items of its last healthy fetch is broken:
+# its items are not marked gone, it stays due, `crawlhub quality` shows it.
+QUALITY_PAGE_MIN_SHARE = 0.5
+# Seconds between a worker's batched writes of broken pages and events to Redis.
+QUALITY_FLUSH_INTERVAL = 2.0
+# Above this many broken pages of a spider, every flush warns.
+QUALITY_BROKEN_MAX = 10000
+
 # --- Workers --------------------------------------------------------------
 WORKER_HEARTBEAT_INTERVAL = 5.0
 # A running worker whose last heartbeat is older than this is shown dead; 0 = 3 heartbeats.
@@ -169,6 +179,8 @@ EXTENSIONS = {
     "crawlhub.extensions.workers.WorkerRegistry": 500,
     # continuous crawling: one worker at a time queues the pages that are due (crawlhub.revisit)
     "crawlhub.extensions.refresher.Refresher": 510,
+    # data quality: a page whose extraction broke never damages what is stored (docs/quality.md)
+    "crawlhub.extensions.quality.QualityMonitor": 520,
     # no listening ports on workers
     "scrapy.extensions.telnet.TelnetConsole": None,
     "scrapy.extensions.remote_control.RemoteControl": None,

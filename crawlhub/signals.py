@@ -9,8 +9,21 @@
     crawlhub/frontier/epoch.py). The cluster stats count it as the crawl's
     ``items`` (docs/cli.md), which therefore equals what the store holds for
     this cycle.
+
+``page_done``
+    Sent by the frontier client when a leased page's work is done (its
+    callback's output consumed, every item through the pipelines), before its
+    lease waits for the store's next flush; not for a page whose callback
+    raised (it goes to the dead-letter list). Arguments: ``request``,
+    ``status`` (the answer's HTTP status), ``items`` (items the page yielded),
+    ``invalid`` (of which quarantined), ``after_store`` (what the URL status
+    store does once the page's items are stored: the fetch's
+    ``StatusUpdate``, a ``GoneCheck`` for a page fetched again; a handler may
+    amend them, as :class:`crawlhub.extensions.quality.QualityMonitor` does
+    for a page whose extraction it judges broken).
 """
 
 from __future__ import annotations
 
 items_stored = object()
+page_done = object()

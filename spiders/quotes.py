@@ -12,10 +12,11 @@ class QuotesSpider(CrawlhubSpider):
 
     def parse(self, response):
         for quote in response.css("div.quote"):
+            author_href = quote.css("span a::attr(href)").get()  # none on the /js/ pages: left empty, never the page
             yield Quote(
                 text=quote.css("span.text::text").get(),
                 author=quote.css("small.author::text").get(),
-                author_url=response.urljoin(quote.css("span a::attr(href)").get() or "") or None,
+                author_url=response.urljoin(author_href) if author_href else None,
                 tags=quote.css("div.tags a.tag::text").getall(),
                 source_url=response.url,
             )

@@ -70,6 +70,37 @@ def test_undecodable_queue_payloads_are_set_aside_not_run(env, site, redis_clien
     assert mongo_db.products.count_documents({}) == 16
 
 
+def test_an_empty_field_never_overwrites_a_stored_value(mongo_db):
+    """Two spiders fill one collection and one of them lacks a field (quotes_js: no author link on the /js/ pages),
+    or a spider misses a field once: the stored value stays, the document does not count as changed and the
+    change history records nothing for it. A value that really changed is written, with its history."""
+    from crawlhub.items import Quote, item_meta
+    from crawlhub.pipelines.mongo import MongoWriter
+
+    meta = item_meta(Quote())
+    full = {"quote_id": "q1", "text": "t", "author": "A", "author_url": "http://127.0.0.1/author/A", "tags": ["x"],
+            "source_url": "http://127.0.0.1/page/1/"}
+    assert MongoWriter(mongo_db, "quarantine", "quotes").write([(meta, full)], [])["inserted"] == 1
+    lacking = {**full, "author_url": None, "tags": [], "source_url": "http://127.0.0.1/js/page/1/"}
+    counts = MongoWriter(mongo_db, "quarantine", "quotes_js").write([(meta, lacking)], [])
+    assert counts.get("unchanged") == 1 and "updated" not in counts, counts
+    (doc,) = mongo_db.quotes.find()
+    assert doc["author_url"] == full["author_url"] and doc["tags"] == ["x"] and set(doc["spiders"]) == {"quotes", "quotes_js"}
+    assert mongo_db.changes.count_documents({}) == 0
+    moved = {**lacking, "text": "t2"}  # a real change, the empty fields still kept
+    assert MongoWriter(mongo_db, "quarantine", "quotes_js").write([(meta, moved)], [])["updated"] == 1
+    (doc,) = mongo_db.quotes.find()
+    assert doc["text"] == "t2" and doc["author_url"] == full["author_url"] and doc["tags"] == ["x"]
+    assert [(c["field"], c["old"], c["new"]) for c in mongo_db.changes.find()] == [("text", "t", "t2")]
+    # the first spider again, with the old text: one change back, nothing else
+    assert MongoWriter(mongo_db, "quarantine", "quotes").write([(meta, full)], [])["updated"] == 1
+    assert mongo_db.changes.count_documents({"field": {"$ne": "text"}}) == 0
+    # a new document keeps its empty fields as such (a field the store has never seen is still there, empty)
+    MongoWriter(mongo_db, "quarantine", "quotes_js").write([(meta, {**lacking, "quote_id": "q2"})], [])
+    new = mongo_db.quotes.find_one({"quote_id": "q2"})
+    assert new["author_url"] is None and new["tags"] == []
+
+
 def test_quotes_spider_on_a_local_copy(env, site, redis_client, mongo_db, tmp_path):
     quotes = site(quote_pages(3, 4))
     redis_client.lpush("quotes:start_urls", f"{quotes.url}/")

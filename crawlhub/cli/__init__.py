@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import click
 
-from crawlhub.cli import antiblocking, control, dlq, export, limits, partitions, revisit, services, ui, watch
+from crawlhub.cli import antiblocking, control, dlq, export, limits, partitions, quality, revisit, services, ui, watch
 from crawlhub.cli._common import known_spiders
 from crawlhub.ops import spider_keys
 
@@ -34,7 +34,7 @@ def main() -> None:
     """crawlhub: a distributed Scrapy crawl on one Redis frontier."""
 
 
-for command in (services.group, *watch.COMMANDS, *control.COMMANDS, *revisit.COMMANDS, *export.COMMANDS, *ui.COMMANDS, antiblocking.proxies,
+for command in (services.group, *watch.COMMANDS, *control.COMMANDS, *quality.COMMANDS, *revisit.COMMANDS, *export.COMMANDS, *ui.COMMANDS, antiblocking.proxies,
                 antiblocking.profiles, dlq.group, limits.group, partitions.partitions):
     main.add_command(command)
 

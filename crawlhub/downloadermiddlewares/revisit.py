@@ -87,15 +87,19 @@ class RevisitMiddleware(FrontierMiddleware):
             changed = not (status == 304 or (signature is not None and signature == known.get("signature")))
         new_interval = self.policy.maximum if status in (404, 410) else self.policy.adapt(float(interval), changed)
         headers = response.headers
-        frontier.record_status(StatusUpdate(
+        update = StatusUpdate(
             spider=self.crawler.spider.name, fp=self.crawler.request_fingerprinter.fingerprint(request).hex(),
             url=request.url, domain=domain_of(request.url), request=stored_request(lease.payload),
             fetched_at=time.time(), status=status,
             etag=_text(headers.get(b"ETag")), last_modified=_text(headers.get(b"Last-Modified")),
             signature=signature, interval=new_interval, changed=changed,
-        ))
+        )
+        if status == 304:  # the callback never sees it: written with the store's next flush
+            frontier.record_status(update)
+        else:  # once the page's items are stored, as the page's judges leave it (crawlhub.signals.page_done)
+            lease.after_store.append(update)
         if known and (200 <= status < 300 or status in (404, 410)):  # a page fetched again: which items went
-            lease.after_store = GoneCheck(request.url, time.time(), everything=status in (404, 410))
+            lease.after_store.append(GoneCheck(request.url, time.time(), everything=status in (404, 410)))
         stats = self.crawler.stats
         if changed is not None:
             stats.inc_value("revisit/changed" if changed else "revisit/unchanged")

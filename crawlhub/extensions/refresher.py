@@ -52,7 +52,8 @@ def revisit_payload(doc: dict[str, Any], data: dict[str, Any] | None = None) -> 
     data = json.loads(doc["request"]) if data is None else data
     data.setdefault("meta", {})[meta.STATUS] = {
         "etag": doc.get("etag"), "last_modified": doc.get("last_modified"), "signature": doc.get("signature"),
-        "interval": doc.get("interval"), "due": doc.get("next_fetch"),
+        "interval": doc.get("interval"), "due": doc.get("next_fetch"), "items": doc.get("items"),
+        "broken": doc.get("broken"),
     }
     data["dont_filter"] = True
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False)

@@ -29,9 +29,11 @@ from redis.cluster import RedisCluster
 from scrapy import Request
 from scrapy.crawler import Crawler
 from scrapy.settings import BaseSettings
+from scrapy.signalmanager import SignalManager
 from scrapy.statscollectors import StatsCollector
 
 from crawlhub import meta
+from crawlhub import signals as crawlhub_signals
 from crawlhub._utils.urls import domain_of
 from crawlhub.connection import REDIS_ERRORS
 from crawlhub.frontier import epoch
@@ -99,10 +101,12 @@ class ClusterCounters:
 
 
 class FrontierClient:
-    def __init__(self, server: redis.Redis, settings: BaseSettings, stats: StatsCollector, worker: str):
+    def __init__(self, server: redis.Redis, settings: BaseSettings, stats: StatsCollector, worker: str,
+                 signals: SignalManager | None = None):
         self.server = server
         self.settings = settings
         self.stats = stats
+        self.signals = signals or SignalManager()  # the crawler's: crawlhub.signals.page_done goes through it
         self.worker = worker
         self.leases = LeaseBook()
         self.policy = RetryPolicy.from_settings(settings)
@@ -128,7 +132,8 @@ class FrontierClient:
         self.status_updates: list[Any] = []
         self.epoch = ""  # the frontier epoch's JSON as this worker last read it (crawlhub/frontier/epoch.py)
         # the last lease round saw requests queued or delayed that were not ready yet (read by the spider's idle
-        # check: the crawl is not over; as fresh as that round, at most FRONTIER_POLL_INTERVAL old)
+        # check: the crawl is not over; as fresh as that round, at most FRONTIER_POLL_INTERVAL old). False when
+        # the round could not tell (partitioned): the idle check then counts the frontier
         self.work_waiting = False
         # lease ends (retry, postponement, dead letter) that Redis did not take: (lease, what, call, then) (_send_end)
         self.held_moves: list[tuple[Lease, str, Callable[[], bool], Callable[[bool], None]]] = []
@@ -311,7 +316,7 @@ class FrontierClient:
         if result is None:
             return [], None
         self._watch_epoch(result.epoch)
-        self.work_waiting = result.wait is not None
+        self.work_waiting = bool(result.waiting)
         if result.budget_exhausted and not self.budget_exhausted:
             self.budget_exhausted = True
             logger.info("The crawl budget is used up: this worker takes no more requests")
@@ -383,8 +388,8 @@ class FrontierClient:
     def item_emitted(self, request: Request | None) -> None:
         self.leases.item_emitted(request)
 
-    def item_finished(self, request: Request | None) -> None:
-        self._done(self.leases.item_finished(request))
+    def item_finished(self, request: Request | None, invalid: bool = False) -> None:
+        self._done(self.leases.item_finished(request, invalid))
 
     def output_finished(self, request: Request | None, error: BaseException | None = None) -> None:
         self._done(self.leases.output_finished(request, error))
@@ -392,6 +397,10 @@ class FrontierClient:
     def _done(self, lease: Lease | None) -> None:
         if lease is None:
             return
+        if lease.error is None and lease.request is not None:
+            # the page's judges (crawlhub.extensions.quality) may amend what the store does after it
+            self.signals.send_catch_log(crawlhub_signals.page_done, request=lease.request, status=lease.status,
+                                        items=lease.items, invalid=lease.invalid, after_store=lease.after_store)
         if self.leases.wait_for_store:
             self.leases.ready.append(lease.id)  # ended after the store's next flush
         else:
@@ -441,8 +450,9 @@ class FrontierClient:
             else:
                 self.leases.pop(lease_id)
                 done.append(lease_id)
-                if lease is not None and lease.after_store is not None:
-                    self.record_status(lease.after_store)  # its items are stored: the store's next flush
+                if lease is not None:
+                    for update in lease.after_store:  # its items are stored: the store's next flush
+                        self.record_status(update)
         self.ack(done)
 
     def ack(self, lease_ids: list[str]) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from scrapy import Request
@@ -33,8 +33,11 @@ class Lease:
     # the request object handed to Scrapy's engine: LeaseWarden's sweep sees when Scrapy is done with it
     request: Request | None = None
     status: int | None = None  # the last answer's status, when one came (response_received)
-    # a revisit: what the status store must do once the page's items are stored (crawlhub.revisit.store.GoneCheck)
-    after_store: Any = None
+    # a revisit: what the status store must do once the page's items are stored (crawlhub.revisit.store:
+    # the fetch's StatusUpdate, a GoneCheck), judged with the page (crawlhub.signals.page_done) before that
+    after_store: list[Any] = field(default_factory=list)
+    items: int = 0  # items the page yielded
+    invalid: int = 0  # of which quarantined (crawlhub.pipelines.validate.InvalidItem)
 
     @property
     def done(self) -> bool:
@@ -117,13 +120,15 @@ class LeaseBook:
         lease = self.of(request)
         if lease is not None:
             lease.outstanding += 1
+            lease.items += 1
 
-    def item_finished(self, request: Request | None) -> Lease | None:
-        """An item went through the pipelines: its lease if that made it done."""
+    def item_finished(self, request: Request | None, invalid: bool = False) -> Lease | None:
+        """An item went through the pipelines (``invalid``: quarantined): its lease if that made it done."""
         lease = self.of(request)
         if lease is None:
             return None
         lease.outstanding -= 1
+        lease.invalid += invalid
         return lease if lease.done else None
 
     def output_finished(self, request: Request | None, error: BaseException | None = None) -> Lease | None:

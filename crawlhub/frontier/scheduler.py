@@ -71,7 +71,7 @@ class RedisScheduler(BaseScheduler):
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RedisScheduler:
         server = connect_redis(crawler.settings)
-        return cls(crawler, FrontierClient(server, crawler.settings, crawler.stats, worker_id()))
+        return cls(crawler, FrontierClient(server, crawler.settings, crawler.stats, worker_id(), crawler.signals))
 
     @property
     def server(self) -> Any:

@@ -75,6 +75,16 @@ def content_hash(doc: dict) -> str:
     return hashlib.sha1(json.dumps(stable, sort_keys=True, default=str).encode()).hexdigest()
 
 
+def is_empty(value) -> bool:
+    """A value a spider gives when it did not find the field: it never overwrites a stored one."""
+    return value is None or value == "" or (isinstance(value, (list, dict, tuple)) and not value)
+
+
+def stored_fields(document: dict) -> dict:
+    """A stored document's item fields (without what the store adds)."""
+    return {name: value for name, value in document.items() if name not in BOOKKEEPING_FIELDS}
+
+
 def key_filter(meta: ItemMeta, doc: dict) -> dict:
     return {name: doc.get(name) for name in meta.key_fields}
 
@@ -148,17 +158,6 @@ class MongoWriter:
                     counts["gone"] += check.mark(self.db[collection], now)
         return dict(counts)
 
-    def _changed_documents(self, coll, meta: ItemMeta, filters, digests, existing) -> dict:
-        """The stored documents whose content changed in this batch, whole (their old values for the change
-        history): a second read only when something changed, and only of those."""
-        if not self.changes_collection:
-            return {}
-        moved = [flt for flt, digest in zip(filters, digests, strict=True)
-                 if existing.get(tuple(str(v) for v in flt.values())) not in (None, digest)]
-        if not moved:
-            return {}
-        return {tuple(str(found.get(n)) for n in meta.key_fields): found for found in coll.find({"$or": moved})}
-
     def _enter_cycle(self, coll, field: str, filters: list[dict]) -> int:
         """Mark these stored documents as stored in this epoch; how many were not yet (a document that another
         worker marked meanwhile does not match: each is counted once)."""
@@ -220,32 +219,30 @@ class MongoWriter:
         self.ensure_index(meta)
         coll = self.db[collection]
         filters = [key_filter(meta, doc) for _, doc in items]
-        digests = [content_hash(doc) for _, doc in items]
         marked = cycle_field(self.spider) if self.cycle else ""
-        found_docs = {
-            tuple(str(found.get(n)) for n in meta.key_fields): found
-            for found in coll.find({"$or": filters}, dict.fromkeys((*meta.key_fields, "content_hash", "cycles"), 1))
-        }
-        existing = {key: found.get("content_hash") for key, found in found_docs.items()}
-        stored = self._changed_documents(coll, meta, filters, digests, existing)
+        # the stored documents, whole: an item's empty fields never overwrite what they hold
+        found_docs = {tuple(str(found.get(n)) for n in meta.key_fields): found for found in coll.find({"$or": filters})}
         changes: list[tuple[int, list[dict]]] = []  # per updated op: what changed
         now = datetime.now(timezone.utc)
         spiders = {"$addToSet": {"spiders": self.spider}} if self.spider else {}  # which spiders stored it
         ops = []
-        for (_, doc), flt, digest in zip(items, filters, digests, strict=True):
-            old = existing.get(tuple(str(v) for v in flt.values()), None)
-            if old == digest:
+        for (_, doc), flt in zip(items, filters, strict=True):
+            before = found_docs.get(tuple(str(v) for v in flt.values()))
+            present = {name: value for name, value in doc.items() if not is_empty(value)}
+            after = doc if before is None else {**stored_fields(before), **present}
+            digest = content_hash(after)
+            if before is not None and before.get("content_hash") == digest:
                 ops.append(UpdateOne(flt, {"$set": {"last_seen": now}, "$unset": {"gone_at": ""}, **spiders}))
                 kinds.append("unchanged")
             else:
-                fields = {**doc, "content_hash": digest, "last_seen": now, "changed_at": now}
-                on_insert = {"first_seen": now, **({marked: self.cycle} if marked else {})}
+                fields = {**present, "content_hash": digest, "last_seen": now, "changed_at": now}
+                on_insert = {**{name: value for name, value in doc.items() if name not in present}, "first_seen": now,
+                             **({marked: self.cycle} if marked else {})}
                 ops.append(UpdateOne(flt, {"$set": fields, "$unset": {"gone_at": ""}, "$setOnInsert": on_insert,
                                            **spiders}, upsert=True))
-                kinds.append("updated" if old else "inserted")
-                if old and self.changes_collection:
-                    before = stored[tuple(str(v) for v in flt.values())]
-                    changes.append((len(ops) - 1, self.changed_fields(collection, flt, before, doc, now)))
+                kinds.append("updated" if before is not None else "inserted")
+                if before is not None and self.changes_collection:
+                    changes.append((len(ops) - 1, self.changed_fields(collection, flt, before, after, now)))
         try:
             upserted = set(coll.bulk_write(ops, ordered=False).upserted_ids or ())
         except BulkWriteError as exc:

@@ -11,6 +11,8 @@ Collection STATUS_COLLECTION (``url_status``), ``_id`` ``<spider>:<fingerprint>`
     interval                  seconds until the next fetch (adaptive, within the policy's bounds)
     next_fetch                unix time the page is due (indexed with spider)
     fetches, changes, unchanged   counts
+    items                     items the page yielded at its last healthy fetch (its quality baseline)
+    broken, broken_at         why and when its extraction was last judged broken (crawlhub.extensions.quality)
 
 Written by MongoPipeline's flushes, in bulk with the items (one ``bulk_write``
 per flush); read by the refresher and the ``crawlhub recrawl`` / ``schedule``
@@ -45,6 +47,8 @@ class StatusUpdate:
     signature: str | None
     interval: float
     changed: bool | None  # None: the first fetch (neither)
+    items: int | None = None  # the items the page yielded (crawlhub.extensions.quality: the page's baseline)
+    broken: str = ""  # why the page's extraction was judged broken ('' = healthy, or not judged)
 
     @property
     def id(self) -> str:
@@ -56,12 +60,22 @@ class StatusUpdate:
             "last_fetch": self.fetched_at, "last_status": self.status, "interval": self.interval,
             "next_fetch": self.fetched_at + self.interval,
         }
-        if self.status != 304:  # a 304 keeps the stored body's validators and signature
-            fields.update(etag=self.etag, last_modified=self.last_modified, signature=self.signature)
+        unset: dict[str, str] = {}
+        if self.broken:
+            # a broken extraction: no validators and no signature (the next fetch is a whole GET that a fixed
+            # spider parses again), the page's item count and its interval as they were (it stays due)
+            fields.update(broken=self.broken, broken_at=self.fetched_at)
+            unset = {"etag": "", "last_modified": "", "signature": ""}
+        else:
+            if self.status != 304:  # a 304 keeps the stored body's validators and signature
+                fields.update(etag=self.etag, last_modified=self.last_modified, signature=self.signature)
+            if self.items is not None:
+                fields["items"] = self.items
+            unset = {"broken": "", "broken_at": ""}
         counts = {"fetches": 1}
         if self.changed is not None:
             counts["changes" if self.changed else "unchanged"] = 1
-        return UpdateOne({"_id": self.id}, {"$set": fields, "$inc": counts,
+        return UpdateOne({"_id": self.id}, {"$set": fields, "$unset": unset, "$inc": counts,
                                            "$setOnInsert": {"first_fetch": self.fetched_at}}, upsert=True)
 
 
@@ -76,8 +90,13 @@ class GoneCheck:
     url: str
     fetched_at: float
     everything: bool = False  # 404/410: every item of the page is gone
+    # why the page's items must not be marked ('' = mark): its extraction was judged broken or some of its
+    # items were quarantined (they were not stored again, so their last_seen says nothing)
+    skip: str = ""
 
     def mark(self, collection: Collection[dict[str, Any]], now: datetime) -> int:
+        if self.skip:
+            return 0
         query: dict[str, Any] = {"source_url": self.url, "gone_at": None}
         if not self.everything:
             query["last_seen"] = {"$lt": datetime.fromtimestamp(self.fetched_at, timezone.utc)}
@@ -160,7 +179,7 @@ class StatusStore:
         when: dict[str, float] = {"$lte": now} if since is None else {"$gte": since, "$lte": now}
         found = self.collection.find({"spider": spider, "next_fetch": when},
                                      {"url": 1, "fp": 1, "domain": 1, "request": 1, "etag": 1, "last_modified": 1,
-                                      "signature": 1, "interval": 1, "next_fetch": 1})
+                                      "signature": 1, "interval": 1, "next_fetch": 1, "items": 1, "broken": 1})
         if since is None:
             found = found.sort("next_fetch", ASCENDING)
         return list(found.limit(limit))

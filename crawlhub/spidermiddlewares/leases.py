@@ -18,6 +18,7 @@ from scrapy import Request, signals
 
 from crawlhub.components import frontier_of
 from crawlhub.items import mark_page
+from crawlhub.pipelines.validate import InvalidItem
 
 
 class LeaseSpiderMiddleware:
@@ -31,10 +32,10 @@ class LeaseSpiderMiddleware:
     def from_crawler(cls, crawler):
         return cls(crawler)
 
-    def item_finished(self, item, response=None, **kwargs):
+    def item_finished(self, item, response=None, exception=None, **kwargs):
         frontier = frontier_of(self.crawler)
         if frontier is not None and response is not None:
-            frontier.item_finished(response.request)
+            frontier.item_finished(response.request, invalid=isinstance(exception, InvalidItem))
 
     @contextmanager
     def _tracking(self, response):

@@ -1,0 +1,127 @@
+"""Data quality (#27): a broken extraction is noticed and never damages what is stored.
+
+Real workers revisit a local shop; the shop then changes its markup on some pages (same products, a theme that
+renames ``li.product``), reverts, and really removes products: the store keeps everything the broken pages
+cannot see, the event names the pages, and real removals are still marked."""
+
+from __future__ import annotations
+
+import json
+
+from tests.harness import cli, start_worker, wait_all, wait_for
+from tests.sites.shop import shop_pages
+
+SPIDERS = "spiders,tests.sites.spiders"
+
+
+def snapshot(mongo_db) -> dict:
+    """Each product's stored fields, without what moves on every store."""
+    return {d["id"]: {k: v for k, v in d.items() if k not in ("last_seen", "scraped_at", "cycles")}
+            for d in mongo_db.products.find()}
+
+
+def quality(env) -> tuple[int, dict]:
+    done = cli(env, "quality", "t_revisit", "--json")
+    return done.returncode, json.loads(done.stdout or "{}")
+
+
+def test_a_theme_change_marks_nothing_gone_overwrites_nothing_and_is_named(env, site, redis_client, mongo_db, tmp_path):
+    pages = shop_pages(48, 8)  # /shop/ and /shop/page/2/ .. /shop/page/6/, 8 products each
+    original = dict(pages)
+    shop = site(pages, conditional=True, tls=True)
+    env = {**env, "SPIDER_MODULES": SPIDERS, "MAX_IDLE_TIME_BEFORE_CLOSE": "0", "REFRESH_INTERVAL": "0.3",
+           "QUALITY_FLUSH_INTERVAL": "0.5"}
+    redis_client.lpush("t_revisit:start_urls", f"{shop.url}/shop/")
+    workers = [start_worker("t_revisit", env, tmp_path, f"w{i}") for i in range(2)]
+    assert wait_for(lambda: mongo_db.products.count_documents({}) == 48
+                    and mongo_db.url_status.count_documents({"items": 8}) == 6, 60), "the first cycle stored"
+    before = snapshot(mongo_db)
+    assert quality(env)[0] == 0
+
+    # a new theme on two listing pages: the same products, `li.product` renamed
+    themed = ["/shop/page/2/", "/shop/page/3/"]
+    for path in themed:
+        pages[path] = pages[path].replace(" product type-product", " entry type-product")
+    code, report = wait_for(lambda: (lambda r: r if r[0] == 4 and len(r[1]["broken"]) == 2 else None)(quality(env)), 30) \
+        or quality(env)
+    assert code == 4, f"`crawlhub quality` exits 4 while the extraction is broken: {report}"
+    (event,) = report["events"]
+    assert event["pattern"].endswith("/shop/page/*/") and "none now" in event["why"], event
+    assert sorted(b["url"] for b in report["broken"]) == [shop.url + p for p in themed]
+    assert all(b["why"] == "yielded 8 item(s) at its last healthy fetch, none now" for b in report["broken"])
+    # fetched again meanwhile (they stay due), still broken: nothing gone, nothing overwritten
+    assert wait_for(lambda: all(len([h for h in shop.hits if h.path == p]) >= 3 for p in themed), 30)
+    assert mongo_db.products.count_documents({"gone_at": {"$ne": None}}) == 0, "no product of the themed pages is gone"
+    assert snapshot(mongo_db) == before, "no stored field moved"
+    judged = max(b["since"] for b in report["broken"]) + 1.5  # (its status written with the store's next flush)
+    later = [h for h in shop.hits if h.path in themed and h.arrived > judged]
+    assert later and all("If-None-Match" not in dict(h.headers) for h in later), \
+        "a broken page is fetched whole (a fixed spider parses it again)"
+    text = cli(env, "quality", "t_revisit", "--broken").stdout
+    assert "BROKEN since" in text and all(shop.url + p in text for p in themed)
+    logs = "".join(w.log() for w in workers)
+    assert logs.count("Extraction broken on pages like") == 1, "one line for the event, in the worker that opened it"
+
+    # the theme goes away: the event closes, nothing was lost
+    for path in themed:
+        pages[path] = original[path]
+    assert wait_for(lambda: quality(env)[0] == 0, 30), quality(env)
+    code, report = quality(env)
+    assert report["broken"] == [] and report["closed"][0]["pattern"] == event["pattern"]
+    assert mongo_db.products.count_documents({"gone_at": {"$ne": None}}) == 0
+    assert set(snapshot(mongo_db)) == set(before)
+
+    # real removals still work: a product removed from a healthy page, and a page that now answers 404
+    pages["/shop/page/4/"] = pages["/shop/page/4/"].replace('data-product_id="724"', 'data-product_id="999"')
+    gone_page = [d["id"] for d in mongo_db.products.find({"source_url": f"{shop.url}/shop/page/6/"})]
+    del pages["/shop/page/6/"]
+    assert wait_for(lambda: mongo_db.products.count_documents({"gone_at": {"$ne": None}}) == 1 + len(gone_page), 30), \
+        sorted(d["id"] for d in mongo_db.products.find({"gone_at": {"$ne": None}}))
+    assert {d["id"] for d in mongo_db.products.find({"gone_at": {"$ne": None}})} == {"724", *gone_page}
+    assert quality(env)[0] == 0, "a removal is not a breakage"
+    for worker in workers:
+        worker.proc.terminate()
+    wait_all(workers, 60)
+    assert "Traceback" not in "".join(w.log() for w in workers)
+
+
+def test_the_verdict_of_a_page():
+    from scrapy.utils.test import get_crawler
+
+    from crawlhub.extensions.quality import QualityMonitor, url_pattern
+    from tests.helpers import project_settings
+
+    monitor = QualityMonitor(get_crawler(settings_dict=project_settings()))
+    assert monitor.verdict(200, 16, 0, {"items": 16}) == ("healthy", "")
+    assert monitor.verdict(200, 15, 0, {"items": 16}) == ("healthy", ""), "a product removed is a removal"
+    assert monitor.verdict(200, 0, 0, {"items": 16})[0] == "broken"
+    assert monitor.verdict(200, 7, 0, {"items": 16})[0] == "broken", "less than QUALITY_PAGE_MIN_SHARE of it"
+    assert monitor.verdict(200, 0, 0, {}) == ("healthy", ""), "no baseline: nothing to judge against"
+    assert monitor.verdict(404, 0, 0, {"items": 16})[0] == "healthy", "a 404's items are gone"
+    assert monitor.verdict(200, 16, 2, {"items": 16}) == ("degraded", "2 of its 16 item(s) quarantined")
+    assert url_pattern("https://shop.example:8443/shop/page/12/?orderby=price") == "shop.example:8443/shop/page/*/"
+    import re
+
+    assert url_pattern("https://shop.example/shop/page/2/", (re.compile(r"/shop/page/"),)) == "/shop/page/"
+
+
+def test_a_broken_pages_status_keeps_its_baseline_and_drops_its_validators(mongo_db):
+    from crawlhub.revisit.store import StatusStore, StatusUpdate
+
+    store = StatusStore(mongo_db.url_status)
+
+    def update(**kw):
+        base = {"spider": "s", "fp": "f", "url": "http://127.0.0.1/p", "domain": "127.0.0.1", "request": "{}",
+                "fetched_at": 100.0, "status": 200, "etag": '"e1"', "last_modified": None, "signature": "sig",
+                "interval": 60.0, "changed": None}
+        return StatusUpdate(**{**base, **kw})
+
+    store.write([update(items=16)])
+    store.write([update(etag='"e2"', signature="sig2", interval=72.0, broken="yielded 16 item(s) ..., none now",
+                        fetched_at=200.0)])
+    doc = mongo_db.url_status.find_one()
+    assert doc["items"] == 16 and doc["broken"] and "etag" not in doc and "signature" not in doc
+    assert doc["next_fetch"] == 272.0
+    store.write([update(items=16, fetched_at=300.0)])
+    doc = mongo_db.url_status.find_one()
+    assert "broken" not in doc and doc["etag"] == '"e1"' and doc["items"] == 16
