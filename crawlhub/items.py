@@ -86,6 +86,12 @@ BOOKKEEPING_FIELDS = ("_id", "content_hash", "first_seen", "last_seen", "changed
                       "cycles")
 
 
+def is_empty(value) -> bool:
+    """A value a spider gives when it did not find the field: a required field so given is missing
+    (ValidatePipeline), and it never overwrites a stored value (MongoPipeline)."""
+    return value is None or value == "" or (isinstance(value, (list, dict, tuple)) and not value)
+
+
 def cycle_field(spider: str) -> str:
     """A stored document's field naming the frontier epoch in which ``spider`` last stored it (``cycles.<spider>``,
     a dot or a dollar in the name replaced: MongoDB reads them as a path)."""

@@ -162,32 +162,32 @@ class QualityMonitor:
             self.mended = {**mended, **self.mended}
 
     def _send(self, server: Any, broken: dict[str, dict[str, Any]], mended: dict[str, str]) -> None:
+        """One pipeline: the mended pages out, the broken ones in, an event per pattern opened if none is."""
         keys = self.keys
+        events: dict[str, dict[str, Any]] = {}
+        for record in broken.values():
+            events.setdefault(record["pattern"], {"pattern": record["pattern"], "what": "extraction broken",
+                                                  "since": record["since"], "example": record["url"],
+                                                  "why": record["why"]})
         pipe = server.pipeline(transaction=False)
-        if mended:
-            pipe.hdel(keys["broken"], *mended)
-        opening = []
         for url, record in broken.items():
             pipe.hsetnx(keys["broken"], url, json.dumps(record))
-        patterns: dict[str, dict[str, Any]] = {}
-        for record in broken.values():
-            patterns.setdefault(record["pattern"], record)
-        for pattern, record in patterns.items():
-            event = {"pattern": pattern, "what": "extraction broken", "since": record["since"],
-                     "example": record["url"], "why": record["why"]}
+        for pattern, event in events.items():
             pipe.hsetnx(keys["events"], pattern, json.dumps(event))
-            opening.append(event)
         pipe.hlen(keys["broken"])
-        pipe.hgetall(keys["events"]) if mended else pipe.echo("")
+        if mended:
+            pipe.hdel(keys["broken"], *mended)
+            pipe.hgetall(keys["events"])
         out = pipe.execute()
-        opened = out[(1 if mended else 0) + len(broken):(1 if mended else 0) + len(broken) + len(opening)]
-        for event, new in zip(opening, opened, strict=True):
-            if new:
+        opened = out[len(broken):len(broken) + len(events)]
+        for event, new in zip(events.values(), opened, strict=True):
+            if new:  # this worker opened it: the one line
                 logger.warning("Extraction broken on pages like %s (%s, e.g. %s): their items are not marked gone "
                                "and they stay due; `crawlhub quality %s --broken` lists them", event["pattern"],
                                event["why"], event["example"], self.crawler.spider.name)
-        if out[-2] > self.broken_max:
-            logger.warning("%d broken pages recorded for %s (QUALITY_BROKEN_MAX %d)", out[-2],
+        recorded = out[len(broken) + len(events)]
+        if recorded > self.broken_max:
+            logger.warning("%d broken pages recorded for %s (QUALITY_BROKEN_MAX %d)", recorded,
                            self.crawler.spider.name, self.broken_max)
         if mended and out[-1]:
             self._close_mended(server, {k.decode(): v for k, v in out[-1].items()}, set(mended.values()))
@@ -204,7 +204,7 @@ class QualityMonitor:
             event = json.loads(events[pattern])
             if server.hdel(self.keys["events"], pattern):  # one worker closes it
                 event["closed"] = time.time()
-                server.lpush(self.keys["closed"], json.dumps(event))
-                server.ltrim(self.keys["closed"], 0, CLOSED_MAX - 1)
+                server.pipeline(transaction=False).lpush(self.keys["closed"], json.dumps(event)).ltrim(
+                    self.keys["closed"], 0, CLOSED_MAX - 1).execute()
                 logger.warning("Extraction of pages like %s is healthy again (broken since %s)", pattern,
                                time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(event["since"])))

@@ -59,7 +59,7 @@ from crawlhub.components import frontier_of
 from crawlhub.config import redact_url
 from crawlhub.connection import get_mongo
 from crawlhub.frontier.client import FrontierClient
-from crawlhub.items import BOOKKEEPING_FIELDS, VOLATILE_FIELDS, ItemMeta, cycle_field, item_meta
+from crawlhub.items import BOOKKEEPING_FIELDS, VOLATILE_FIELDS, ItemMeta, cycle_field, is_empty, item_meta
 from crawlhub.pipelines.validate import InvalidItem
 from crawlhub.revisit.store import GoneCheck, StatusStore
 
@@ -73,11 +73,6 @@ MAX_DOCUMENT_BYTES = 16 * 1024 * 1024 - 64 * 1024
 def content_hash(doc: dict) -> str:
     stable = {k: v for k, v in doc.items() if k not in VOLATILE_FIELDS}
     return hashlib.sha1(json.dumps(stable, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def is_empty(value) -> bool:
-    """A value a spider gives when it did not find the field: it never overwrites a stored one."""
-    return value is None or value == "" or (isinstance(value, (list, dict, tuple)) and not value)
 
 
 def stored_fields(document: dict) -> dict:
@@ -228,7 +223,7 @@ class MongoWriter:
         ops = []
         for (_, doc), flt in zip(items, filters, strict=True):
             before = found_docs.get(tuple(str(v) for v in flt.values()))
-            present = {name: value for name, value in doc.items() if not is_empty(value)}
+            present = {name: value for name, value in doc.items() if not is_empty(value)}  # never over a stored value
             after = doc if before is None else {**stored_fields(before), **present}
             digest = content_hash(after)
             if before is not None and before.get("content_hash") == digest:

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 from itemadapter import ItemAdapter
 from scrapy.exceptions import DropItem
 
-from crawlhub.items import item_meta
+from crawlhub.items import is_empty, item_meta
 
 _DECIMAL = re.compile(r"\d+(\.\d+)?")
 _ISO4217 = re.compile(r"[A-Z]{3}")
@@ -30,7 +30,7 @@ class InvalidItem(DropItem):
 def problems(item) -> list[str]:
     adapter = ItemAdapter(item)
     meta = item_meta(item)
-    found = [f"missing {name}" for name in meta.required if adapter.get(name) in (None, "", [])]
+    found = [f"missing {name}" for name in meta.required if is_empty(adapter.get(name))]
     for name in meta.url_fields:
         value = adapter.get(name)
         if value and not (

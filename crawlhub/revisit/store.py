@@ -60,7 +60,6 @@ class StatusUpdate:
             "last_fetch": self.fetched_at, "last_status": self.status, "interval": self.interval,
             "next_fetch": self.fetched_at + self.interval,
         }
-        unset: dict[str, str] = {}
         if self.broken:
             # a broken extraction: no validators and no signature (the next fetch is a whole GET that a fixed
             # spider parses again), the page's item count and its interval as they were (it stays due)
