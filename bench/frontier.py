@@ -18,6 +18,7 @@ machine: compare costs with it.
 
     .venv/bin/python -m bench.frontier            # 20,000 pages, 3 rounds
     .venv/bin/python -m bench.frontier --quick    # 3,000 pages, 3 rounds
+    .venv/bin/python -m bench.frontier --quality --pages 10000 --repeat 5   # the quality monitor's cost
 """
 
 from __future__ import annotations
@@ -123,7 +124,13 @@ def crawl(mode: str, url: str, redis_url: str) -> None:
             revisit = os.environ.get("BENCH_REVISIT") or None  # bench/revisit.py: the status store on
 
             def parse(self, response):
-                yield {"url": response.url}
+                if os.environ.get("BENCH_TYPED"):  # --quality: a typed item, whose fields the monitor counts
+                    from crawlhub.items import Page
+
+                    yield Page(url=response.url, title=response.css("title::text").get(), status=response.status,
+                               source_url=response.url)
+                else:
+                    yield {"url": response.url}
                 yield from self.follow_links(response, response.css("a::attr(href)").getall())
 
         settings = get_project_settings()
@@ -150,13 +157,14 @@ def crawl(mode: str, url: str, redis_url: str) -> None:
 
 
 # -- the driver -----------------------------------------------------------------------
-def run_crawl(mode: str, url: str, redis_url: str, workers: int = 1, root: Path = ROOT) -> dict:
+def run_crawl(mode: str, url: str, redis_url: str, workers: int = 1, root: Path = ROOT,
+              extra_env: dict | None = None) -> dict:
     results = []
     procs = []
     tmp = Path(tempfile.mkdtemp(prefix="bench-"))
     for n in range(workers):
         out = tmp / f"{mode}-{n}.json"
-        env = dict(os.environ, BENCH_RESULT=str(out), PYTHONPATH=str(root))
+        env = dict(os.environ, **(extra_env or {}), BENCH_RESULT=str(out), PYTHONPATH=str(root))
         cmd = [sys.executable, "-m", "bench.frontier", "--crawl", mode, "--url", url, "--redis", redis_url]
         procs.append((subprocess.Popen(cmd, cwd=root, env=env), out))
     cpu = 0.0  # the workers' CPU (user + system, start-up included), read by the driver: the same for any tree
@@ -225,6 +233,9 @@ def main(argv=None) -> int:
     parser.add_argument("--against", type=Path, metavar="CHECKOUT",
                         help="A/B: crawlhub x1 and x2 of this tree and of CHECKOUT (say, a git worktree of an older "
                              "commit), taking turns on one site and Redis; prints the medians and the ratios")
+    parser.add_argument("--quality", action="store_true",
+                        help="A/B: crawlhub x1 with the quality monitor on and off (QUALITY_ENABLED), typed items, "
+                             "taking turns; prints the medians and the ratios")
     parser.add_argument("--crawl", help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--redis", help=argparse.SUPPRESS)
@@ -249,7 +260,13 @@ def main(argv=None) -> int:
         server = redis.Redis.from_url(redis_url)
         print(f"site: {pages} pages at {base}; Redis {redis_url}; CONCURRENT_REQUESTS=32; one worker unless said")
         if args.against:
-            return compare(server, base, redis_url, args.against.resolve(), args.repeat)
+            return compare(server, base, redis_url, {"this tree": (ROOT, {}), str(args.against): (
+                args.against.resolve(), {})}, args.repeat)
+        if args.quality:
+            typed = {"BENCH_TYPED": "1", "CLUSTER_STATS_INTERVAL": "2"}
+            return compare(server, base, redis_url, {"quality on": (ROOT, {**typed, "QUALITY_ENABLED": "1"}),
+                                                     "quality off": (ROOT, {**typed, "QUALITY_ENABLED": "0"})},
+                           args.repeat, worker_counts=(1,))
         configs = [("memory", 1), ("scrapy-redis", 1), ("crawlhub", 1), ("crawlhub", 2)]
         runs: dict[tuple, list[dict]] = {c: [] for c in configs}
         for round_ in range(args.repeat):
@@ -291,38 +308,44 @@ def main(argv=None) -> int:
     return 0
 
 
-def compare(server, base: str, redis_url: str, other: Path, repeat: int) -> int:
-    """crawlhub of this tree against crawlhub of another checkout: same site, same Redis, taking turns."""
-    configs = [(ROOT, 1), (other, 1), (ROOT, 2), (other, 2)]
+def compare(server, base: str, redis_url: str, sides: dict[str, tuple[Path, dict]], repeat: int,
+            worker_counts: tuple[int, ...] = (1, 2)) -> int:
+    """Two configurations side by side (label -> (tree, environment)): the same site and Redis, taking turns
+    (a round runs each once, the next round in reverse order); prints every run, the medians and the ratios
+    of the first to the second."""
+    configs = [(label, workers) for workers in worker_counts for label in sides]
     figures = ("pages_per_s", "worker_cpu_ms_per_page", "redis_cpu_us_per_page", "round_trips_per_page")
     runs: dict[tuple, dict[str, list[float]]] = {c: {f: [] for f in figures} for c in configs}
     for round_ in range(repeat):
-        for root, workers in (configs if round_ % 2 == 0 else configs[::-1]):
-            row = measure(server, "crawlhub", workers, base, redis_url, root)
+        for label, workers in (configs if round_ % 2 == 0 else configs[::-1]):
+            root, env = sides[label]
+            row = measure(server, "crawlhub", workers, base, redis_url, root, env)
             for f in figures:
-                runs[(root, workers)][f].append(row[f])
-            print(f"round {round_ + 1}  {'this tree' if root == ROOT else str(other):24} x{workers}  "
+                runs[(label, workers)][f].append(row[f])
+            print(f"round {round_ + 1}  {label:24} x{workers}  "
                   f"{row['pages_per_s']:7.1f} pages/s, worker CPU {row['worker_cpu_ms_per_page']:.3f} ms/page, "
                   f"Redis CPU {row['redis_cpu_us_per_page']:.0f} us/page, {row['round_trips_per_page']:.2f} round trips/page",
                   flush=True)
     print()
-    for workers in (1, 2):
+    first, second = list(sides)
+    for workers in worker_counts:
         for f in figures:
-            mine, theirs = (sorted(runs[(r, workers)][f])[(repeat - 1) // 2] for r in (ROOT, other))
-            print(f"x{workers} {f:24} this tree {mine:9.3f}, {other} {theirs:9.3f}: {mine / theirs:.3f}x  "
-                  f"(runs: {', '.join(f'{v:.3f}' for v in runs[(ROOT, workers)][f])} | "
-                  f"{', '.join(f'{v:.3f}' for v in runs[(other, workers)][f])})")
+            mine, theirs = (sorted(runs[(label, workers)][f])[(repeat - 1) // 2] for label in (first, second))
+            print(f"x{workers} {f:24} {first} {mine:9.3f}, {second} {theirs:9.3f}: {mine / theirs:.3f}x  "
+                  f"(runs: {', '.join(f'{v:.3f}' for v in runs[(first, workers)][f])} | "
+                  f"{', '.join(f'{v:.3f}' for v in runs[(second, workers)][f])})")
     return 0
 
 
-def measure(server, mode: str, workers: int, base: str, redis_url: str, root: Path = ROOT) -> dict:
+def measure(server, mode: str, workers: int, base: str, redis_url: str, root: Path = ROOT,
+            extra_env: dict | None = None) -> dict:
     """One crawl of the whole site in one configuration, on an empty Redis."""
     server.flushall()
     server.config_resetstat()
     redis_cpu = _cpu(server)
     if mode == "crawlhub":
         server.lpush(f"{SPIDER}:start_urls", f"{base}/p/0")
-    row = run_crawl(mode, f"{base}/p/0", redis_url, workers, root)
+    row = run_crawl(mode, f"{base}/p/0", redis_url, workers, root, extra_env)
     row["redis_cpu_us_per_page"] = (_cpu(server) - redis_cpu) * 1e6 / row["pages"]
     stats = server.info("commandstats")
     row["scripts_per_page"] = sum(v["calls"] for k, v in stats.items() if k in ("cmdstat_evalsha", "cmdstat_eval")) / row["pages"]

@@ -156,6 +156,31 @@ QUALITY_PAGE_MIN_SHARE = 0.5
 QUALITY_FLUSH_INTERVAL = 2.0
 # Above this many broken pages of a spider, every flush warns.
 QUALITY_BROKEN_MAX = 10000
+# Seconds between a worker's reads of the cluster's quality figures (events open and close on them).
+QUALITY_CHECK_INTERVAL = 10.0
+# A revisiting spider's crawl cycle, seconds (a one-shot spider's cycle is its crawl: the frontier epoch);
+# the previous cycle is the baseline. Cycles' figures are kept QUALITY_RETENTION seconds.
+QUALITY_CYCLE = 86400.0
+QUALITY_RETENTION = 2592000
+# Events open and close on the recent figures: the last two windows of QUALITY_WINDOW seconds.
+QUALITY_WINDOW = 300.0
+# Too little to judge: fewer items of a type (pages of a pattern) than this in the recent figures.
+QUALITY_MIN_ITEMS = 20
+QUALITY_MIN_PAGES = 5
+# A field's coverage that falls by more than this from the baseline cycle opens an event (floors are declared
+# per field: field(metadata={"coverage": 0.9})).
+QUALITY_COVERAGE_MARGIN = 0.2
+# Items quarantined / requests dead-lettered above these shares of the recent figures open an event.
+QUALITY_QUARANTINE_MAX = 0.1
+QUALITY_DLQ_MAX = 0.1
+# `crawlhub quality` exits non-zero while the cycle's quality score (0..100) is below this; 0 = no floor.
+QUALITY_SCORE_MIN = 0.0
+# Events and change alerts POSTed here (JSON, or Slack's {"text": ...} with QUALITY_WEBHOOK_FORMAT = "slack");
+# "" = off. Set it in the environment: it is a secret (only its host is logged).
+QUALITY_WEBHOOK_URL = ""
+QUALITY_WEBHOOK_FORMAT = "json"
+QUALITY_WEBHOOK_TIMEOUT = 10.0
+QUALITY_WEBHOOK_RETRIES = 3
 
 # --- Workers --------------------------------------------------------------
 WORKER_HEARTBEAT_INTERVAL = 5.0
@@ -181,6 +206,8 @@ EXTENSIONS = {
     "crawlhub.extensions.refresher.Refresher": 510,
     # data quality: a page whose extraction broke never damages what is stored (docs/quality.md)
     "crawlhub.extensions.quality.QualityMonitor": 520,
+    # its events and change alerts to QUALITY_WEBHOOK_URL (off while it is "")
+    "crawlhub.extensions.webhook.QualityWebhook": 530,
     # no listening ports on workers
     "scrapy.extensions.telnet.TelnetConsole": None,
     "scrapy.extensions.remote_control.RemoteControl": None,

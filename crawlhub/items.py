@@ -14,6 +14,11 @@ concrete type, so a project's own item type works without editing them:
 * ``derived_keys``: field -> the fields whose values make it (a SHA-1 of them),
   for items without a natural id.
 
+Each field may declare its contract in its metadata (crawlhub.contracts):
+``"schema"`` (JSON Schema of its value), ``"required"``, ``"coverage"`` (the
+floor of the share of items that have it) and ``"alert"`` (a change alert
+when a stored value moves by more than a share).
+
 Fields default to None so a spider can build an item from whatever it found;
 ValidatePipeline decides whether that is enough to store.
 """
@@ -35,9 +40,11 @@ class Product:
     price_fields: ClassVar[dict[str, str]] = {"price": "currency"}
     host_fields: ClassVar[tuple[str, ...]] = ("site",)
 
-    id: str | None = None
-    name: str | None = None
-    price: str | None = None  # decimal string, "63.00"
+    id: str | None = field(default=None, metadata={"schema": {"type": "string", "minLength": 1, "maxLength": 200}})
+    name: str | None = field(default=None, metadata={"schema": {"type": "string", "maxLength": 1000},
+                                                     "coverage": 0.9})
+    # decimal string, "63.00"; a drop of over half is worth a look (a price scraped wrong, or a real sale)
+    price: str | None = field(default=None, metadata={"coverage": 0.9, "alert": {"drop": 0.5}})
     currency: str | None = None  # ISO 4217, "GBP"
     url: str | None = None
     image_url: str | None = None
@@ -54,10 +61,10 @@ class Quote:
     url_fields: ClassVar[tuple[str, ...]] = ("author_url", "source_url")
     derived_keys: ClassVar[dict[str, tuple[str, ...]]] = {"quote_id": ("text", "author")}
 
-    text: str | None = None
-    author: str | None = None
-    author_url: str | None = None
-    tags: list[str] = field(default_factory=list)
+    text: str | None = field(default=None, metadata={"coverage": 0.9})
+    author: str | None = field(default=None, metadata={"coverage": 0.9})
+    author_url: str | None = None  # none on the /js/ pages: an empty field never overwrites a stored one
+    tags: list[str] = field(default_factory=list, metadata={"schema": {"type": "array", "items": {"type": "string"}}})
     source_url: str | None = None
     quote_id: str | None = None  # sha1 of text + author, filled by CleanPipeline
     scraped_at: datetime | None = None

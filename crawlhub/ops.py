@@ -20,6 +20,7 @@ from crawlhub.frontier.operations import partition_counts, queued_per_domain
 from crawlhub.frontier.partitions import frontier_keys
 from crawlhub.items import cycle_field
 from crawlhub.proxies import proxy_health
+from crawlhub.quality import quality_report
 from crawlhub.stats import LATENCY_BUCKETS_MS, items_field, log_key, minute_key, percentile
 
 CLASSES = ("2xx", "3xx", "4xx", "5xx", "error")
@@ -185,7 +186,19 @@ def cluster_status(server, settings, spider: str, with_items: bool = True, mongo
             data["totals"]["items"] = data["items"]["crawl"]
     health = proxy_health(server)
     data["proxies"], data["proxy_tiers"] = health["proxies"], health["tiers"]
+    data["quality"] = quality_summary(server, spider)
     return data
+
+
+def quality_summary(server, spider: str) -> dict:
+    """What status, the UI and the report show of data quality (``crawlhub quality`` shows everything)."""
+    report = quality_report(server, spider, closed=5)
+    fig = report["figures"]
+    return {"healthy": report["healthy"], "score": report["score"], "score_min": report["score_min"],
+            "cycle": report["cycle"], "baseline_cycle": report["baseline_cycle"], "events": report["events"],
+            "broken_pages": len(report["broken"]), "coverage": fig["coverage"], "patterns": fig["patterns"],
+            "valid_share": fig["valid_share"], "quarantined_by_reason": fig["quarantined_by_reason"],
+            "dlq_by_reason": fig["dlq_by_reason"], "alerts": report["alerts"][:5], "closed": report["closed"]}
 
 
 def _ms(value) -> str:
@@ -233,6 +246,12 @@ def format_status(data: dict) -> list[str]:
                 r = items["revisit"]
                 lines.append(f"revisits: {r['pages']} pages in the status store, {r['due_now']} due now, "
                              f"{r['fresh']} fresh (`crawlhub schedule {data['spider']}`)")
+    quality = data.get("quality")
+    if quality is not None and (quality["cycle"]["id"] or quality["events"]):
+        lines.append(f"quality: score {quality['score']:g}/100, {len(quality['events'])} open event(s), "
+                     f"{quality['broken_pages']} broken page(s) (`crawlhub quality {data['spider']}`)")
+        for event in quality["events"][:5]:
+            lines.append(f"  !! {event['what']}: {event['why']}")
     if data["budget"]:
         lines.append(f"budget: {data['budget_used']} of {data['budget']} requests taken")
     if data["domains"]:
@@ -354,7 +373,7 @@ def report_series(server, spider: str) -> list[dict]:
 
 def report_data(server, settings, spider: str) -> dict:
     return {"status": cluster_status(server, settings, spider), "series": report_series(server, spider),
-            "revisit": revisit_report(settings, spider)}
+            "revisit": revisit_report(settings, spider), "quality": quality_report(server, spider)}
 
 
 FRESHNESS = ((3600, "< 1 h"), (6 * 3600, "1-6 h"), (86400, "6-24 h"), (7 * 86400, "1-7 days"), (float("inf"), "> 7 days"))
@@ -546,6 +565,7 @@ text-align:right}} td:first-child,th:first-child{{text-align:left}}</style></hea
 {charts["items"]}
 {table(["collection", "documents"], [[name, next(iter(v.values()))] for name, v in collections])}
 {_revisit_section(data.get("revisit"))}
+{_quality_section(data.get("quality"))}
 </body></html>
 """
 
@@ -562,6 +582,30 @@ def _revisit_section(revisit: dict | None) -> str:
     return (bar_chart("freshness", "Freshness: pages per age of their last fetch", fresh, {"pages": "#2563eb"})
             + table(["age of the last fetch", "pages"], [[label, v["pages"]] for label, v in fresh])
             + line_chart("changes-over-time", f"Changed item fields per {per}", points))
+
+
+def _quality_section(quality: dict | None) -> str:
+    """Data quality: the score, the open events, coverage per field and items per page by pattern."""
+    if not quality:
+        return ""
+    fig = quality["figures"]
+    when = lambda ts: time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else "-"  # noqa: E731
+    pct = lambda v: "-" if v is None else f"{v:.1%}"  # noqa: E731
+    head = (f"<h2 id=\"quality\">Data quality</h2><p class=\"summary\">Cycle {html.escape(str(quality['cycle']['id']))}"
+            f" since {when(quality['cycle']['started'])}: score {fig['score']:g} of 100"
+            f"{' (floor ' + format(quality['score_min'], 'g') + ')' if quality['score_min'] else ''}; "
+            f"{len(quality['events'])} open event(s), {len(quality['broken'])} broken page(s).</p>")
+    events = table(["open since", "event", "why", "example"],
+                   [[when(e["since"]), e["what"], e["why"], e.get("example") or ""] for e in quality["events"]]) \
+        if quality["events"] else ""
+    coverage = table(["field", "coverage", "baseline", "floor"],
+                     [[name, pct(c["share"]), pct(c["baseline"]), pct(c["floor"])] for name, c in fig["coverage"].items()])
+    patterns = table(["pages like", "pages", "items/page", "baseline"],
+                     [[p, v["pages"], f"{v['per_page']:g}", "-" if v["baseline_per_page"] is None
+                       else f"{v['baseline_per_page']:g}"] for p, v in fig["patterns"].items()])
+    alerts = table(["when", "change alert", "url"], [[when(a["since"]), a["why"], a.get("url") or ""]
+                                                     for a in quality["alerts"]]) if quality["alerts"] else ""
+    return head + events + coverage + patterns + alerts
 
 
 def _ms_bound(value) -> str:

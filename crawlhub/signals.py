@@ -21,9 +21,40 @@
     ``StatusUpdate``, a ``GoneCheck`` for a page fetched again; a handler may
     amend them, as :class:`crawlhub.extensions.quality.QualityMonitor` does
     for a page whose extraction it judges broken).
+
+``items_changed``
+    Sent by MongoPipeline after a write that changed stored documents.
+    Argument: ``changes``, the write's change history (records of
+    ``{collection, key, field, old, new, at, url, spider}``, as stored in
+    MONGO_CHANGES_COLLECTION). QualityMonitor raises its change alerts from
+    them.
+
+``stats_flushing``
+    Sent by :class:`crawlhub.downloadermiddlewares.stats.ClusterStatsMiddleware`
+    before each of its flushes to Redis. A handler returns counts to add in
+    that same pipeline: a list of ``(key, {field: amount}, ttl_seconds)``;
+    they are held and sent again if Redis is down. QualityMonitor sends its
+    figures this way (no round trip of their own).
+
+``quality_events``
+    Sent by QualityMonitor when this worker opened or closed quality events
+    or raised change alerts. Argument: ``events`` (a list of dicts, each with
+    ``state``: ``opened``, ``closed`` or ``alert``, ``spider``, ``kind``,
+    ``subject``, ``why``...). The webhook action
+    (:class:`crawlhub.extensions.webhook.QualityWebhook`) posts them.
+
+``quality_checked``
+    Sent by QualityMonitor after each check of the cluster's figures.
+    Arguments: ``spider``, ``score`` (the cycle's, 0..100), ``coverage``
+    (``{"Type.field": share}``), ``events`` (open events by kind, counts).
+    ClusterStatsMiddleware sets its Prometheus gauges from it.
 """
 
 from __future__ import annotations
 
 items_stored = object()
 page_done = object()
+items_changed = object()
+stats_flushing = object()
+quality_events = object()
+quality_checked = object()

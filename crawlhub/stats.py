@@ -101,11 +101,26 @@ class Metrics:
         self.queue = Gauge("crawlhub_queue_depth", "Requests queued in the shared frontier", ["spider"], registry=self.registry)
         self.dlq_size = Gauge("crawlhub_dlq_size", "Entries in the spider's DLQ", ["spider"], registry=self.registry)
         self.inflight = Gauge("crawlhub_inflight", "Leased requests, whole cluster", ["spider"], registry=self.registry)
+        self.score = Gauge("crawlhub_quality_score", "Quality score of the spider's current cycle, 0..100",
+                           ["spider"], registry=self.registry)
+        self.coverage = Gauge("crawlhub_field_coverage", "Share of the cycle's items with the field non-empty",
+                              ["spider", "item_type", "field"], registry=self.registry)
+        self.events = Gauge("crawlhub_quality_events", "Open data-quality events (docs/quality.md)",
+                            ["spider", "kind"], registry=self.registry)
         self.up = Gauge("crawlhub_worker_up", "1 while this worker runs", ["spider", "worker"], registry=self.registry)
         self.server = None
         if port:
             self.server, _ = start_http_server(port, addr=address, registry=self.registry)
             logger.info("Prometheus metrics on http://%s:%d/metrics", address, port)
+
+    def quality(self, spider: str, score: float, coverage: dict[str, float], events: dict[str, int]) -> None:
+        """The gauges of the last quality check (crawlhub.signals.quality_checked)."""
+        self.score.labels(spider).set(score)
+        for name, value in coverage.items():
+            item_type, _, field = name.partition(".")
+            self.coverage.labels(spider, item_type, field).set(value)
+        for kind in ("extraction", "coverage", "quarantine", "dlq"):
+            self.events.labels(spider, kind).set(events.get(kind, 0))
 
     def close(self) -> None:
         if self.server is not None:

@@ -6,6 +6,7 @@ its own MongoDB database."""
 from __future__ import annotations
 
 import itertools
+import json
 import os
 
 import pymongo
@@ -126,3 +127,44 @@ def reap_workers():
     yield
     while harness.STARTED:
         harness.STARTED.pop().kill()
+
+
+class WebhookReceiver:
+    """A local webhook endpoint: records every POST's JSON body; answers 503 to the first ``fail_first``."""
+
+    def __init__(self, fail_first: int = 0):
+        import http.server
+        import threading
+
+        self.bodies: list[dict] = []
+        self.attempts = 0
+        receiver = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 - http.server's name
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                receiver.attempts += 1
+                if receiver.attempts <= fail_first:
+                    self.send_response(503)
+                else:
+                    receiver.bodies.append(json.loads(body))
+                    self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def events(self) -> list[dict]:
+        return [event for body in self.bodies for event in body.get("events", ())]
+
+
+@pytest.fixture
+def webhook():
+    """A local webhook receiver (``.url``, ``.events()``); its first POST is answered 503 (the worker retries)."""
+    receiver = WebhookReceiver(fail_first=1)
+    yield receiver
+    receiver.server.shutdown()

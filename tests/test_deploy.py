@@ -67,6 +67,36 @@ def test_every_file_parses_and_every_image_is_pinned():
         assert tag and tag != "latest" and re.search(r"\d", tag), f"{where}: image {image!r} is not pinned to a version"
 
 
+def test_the_alert_rules_pass_their_promtool_unit_tests():
+    """deploy/prometheus/alerts_test.yml: each rule fires when it should, once per spider, with its text
+    (promtool comes with Debian's prometheus package, installed by `make setup`)."""
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool is missing: `make setup` installs Debian's prometheus package for it"
+    checked = subprocess.run([promtool, "check", "rules", "alerts.yml", "quality-alerts.yml"],
+                             cwd=DEPLOY / "prometheus", capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    tested = subprocess.run([promtool, "test", "rules", "alerts_test.yml"], cwd=DEPLOY / "prometheus",
+                            capture_output=True, text=True)
+    assert tested.returncode == 0 and "SUCCESS" in tested.stdout, tested.stdout + tested.stderr
+    rules = {r["alert"]: r["expr"] for name in ("alerts.yml", "quality-alerts.yml")
+             for g in yaml_docs(DEPLOY / "prometheus" / name)[0]["groups"] for r in g["rules"]}
+    exercised = set(re.findall(r"alertname: (\w+)", (DEPLOY / "prometheus" / "alerts_test.yml").read_text()))
+    assert {"CrawlhubQualityEventOpen", "CrawlhubQualityScoreLow"} <= exercised <= set(rules), (exercised, rules)
+    # the quality rules read what the workers expose
+    from prometheus_client import generate_latest
+
+    from crawlhub.stats import Metrics
+
+    metrics = Metrics()
+    metrics.quality("s", 97.5, {"Product.price": 0.9}, {"extraction": 1})
+    exposed = set(re.findall(r"^(crawlhub_[a-z_]+)", generate_latest(metrics.registry).decode(), flags=re.M))
+    used = {n for name in ("CrawlhubQualityEventOpen", "CrawlhubQualityScoreLow")
+            for n in re.findall(r"crawlhub_[a-z_]+", rules[name])}
+    assert used == {"crawlhub_quality_events", "crawlhub_quality_score"} and used <= exposed, exposed
+    for config in ("prometheus.yml", "prometheus-compose.yml"):
+        assert "quality-alerts.yml" in yaml_docs(DEPLOY / "prometheus" / config)[0]["rule_files"], config
+
+
 def test_every_variable_they_set_is_a_crawlhub_setting():
     worker = compose()["services"]["worker"]
     names = set(worker.get("environment", {}))

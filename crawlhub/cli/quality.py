@@ -1,35 +1,69 @@
-"""``crawlhub quality SPIDER``: broken extraction, as the workers judged it (crawlhub.extensions.quality)."""
+"""``crawlhub quality SPIDER``: the quality figures of the current cycle against the baseline, the open events,
+the broken pages and the change alerts, as the workers counted and judged them (crawlhub.extensions.quality).
+
+Exit 4 while an event is open or the cycle's score is below QUALITY_SCORE_MIN (usable in cron and CI)."""
 
 from __future__ import annotations
 
 import json
 import sys
 import time
+from typing import Any
 
 import click
 
 from crawlhub.cli._common import check_spider, connect
-from crawlhub.extensions.quality import quality_keys
+from crawlhub.quality import quality_report
 
-UNHEALTHY = 4  # exit status while an event is open (docs/cli.md)
-
-
-def quality_report(server, spider: str, closed: int = 20) -> dict:
-    """The open events, the broken pages and the last closed events of ``spider``."""
-    keys = quality_keys(spider)
-    pipe = server.pipeline(transaction=False)
-    pipe.hvals(keys["events"]).hvals(keys["broken"]).lrange(keys["closed"], 0, closed - 1)
-    events, broken, done = pipe.execute()
-    return {
-        "spider": spider,
-        "events": sorted((json.loads(e) for e in events), key=lambda e: e["since"]),
-        "broken": sorted((json.loads(b) for b in broken), key=lambda b: (b["pattern"], b["url"])),
-        "closed": [json.loads(e) for e in done],
-    }
+UNHEALTHY = 4  # exit status while an event is open or the score is below its floor (docs/cli.md)
 
 
-def _when(ts: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+def _when(ts: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else "-"
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0%}"
+
+
+def render(report: dict[str, Any], broken: bool) -> list[str]:
+    spider, fig = report["spider"], report["figures"]
+    lines = [f"{spider}: cycle {report['cycle']['id'] or '-'} since {_when(report['cycle']['started'])}; "
+             f"baseline {report['baseline_cycle']['id'] if report['baseline_cycle'] else 'none (first cycle)'}",
+             f"score {fig['score']:g}/100" + (f" (floor {report['score_min']:g}: BELOW)" if report["score_below_min"]
+                                              else f" (floor {report['score_min']:g})" if report["score_min"] else "")
+             + f"; pages {fig['pages']} ({fig['broken_pages']} broken), items {fig['items']}, valid "
+               f"{_pct(fig['valid_share'])}, quarantined {fig['quarantined']}, dead letters {fig['dlq']}"]
+    for pattern, p in fig["patterns"].items():
+        base = f" (baseline {p['baseline_per_page']:g})" if p["baseline_per_page"] is not None else ""
+        lines.append(f"  pages like {pattern}: {p['pages']} pages, {p['per_page']:g} items/page{base}")
+    for name, c in fig["coverage"].items():
+        extra = "".join(f", {k} {_pct(c[k])}" for k in ("baseline", "floor") if c[k] is not None)
+        lines.append(f"  coverage {name}: {_pct(c['share'])}{extra}")
+    for title, key in (("quarantined", "quarantined_by_reason"), ("dead letters", "dlq_by_reason")):
+        if fig[key]:
+            lines.append(f"  {title} by reason: " + ", ".join(f"{r} x{n}" for r, n in
+                                                             sorted(fig[key].items(), key=lambda kv: -kv[1])))
+    if not report["events"]:
+        lines.append(f"{spider}: no open event")
+    for event in report["events"]:
+        if event.get("kind", "extraction") == "extraction":
+            pages = [b for b in report["broken"] if b["pattern"] == event["pattern"]]
+            lines.append(f"BROKEN since {_when(event['since'])}: pages like {event['pattern']}: {event['why']} "
+                         f"({len(pages)} page(s) broken, e.g. {event['example']}); their items are kept, not marked "
+                         "gone")
+        else:
+            lines.append(f"EVENT since {_when(event['since'])}: {event['what']}: {event['why']}"
+                         + (f" (e.g. {', '.join(event['examples'])})" if event.get("examples") else ""))
+    if broken:
+        for page in report["broken"]:
+            lines.append(f"  {page['url']}  since {_when(page['since'])}: {page['why']}")
+    for event in report["closed"][:5]:
+        lines.append(f"closed {_when(event['closed'])}: {event.get('what', 'extraction broken')} "
+                     f"({event.get('subject', event.get('pattern'))}, since {_when(event['since'])})")
+    for alert in report["alerts"][:10]:
+        lines.append(f"change alert {_when(alert['since'])}: {alert['subject']}: {alert['why']} ({alert['url']})")
+    return lines
 
 
 @click.command()
@@ -37,24 +71,14 @@ def _when(ts: float) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--broken", is_flag=True, help="List every broken page (else the count per pattern).")
 def quality(spider: str, as_json: bool, broken: bool) -> None:
-    """SPIDER's extraction health: open events, broken pages, recently closed events. Exit 4 while an event is open."""
+    """SPIDER's data quality: the cycle's figures and score against the baseline cycle, open events, broken
+    pages, change alerts. Exit 4 while an event is open or the score is below QUALITY_SCORE_MIN."""
     report = quality_report(connect(), spider)
     if as_json:
         click.echo(json.dumps(report, indent=2))
     else:
-        if not report["events"]:
-            click.echo(f"{spider}: extraction healthy (no open event)")
-        for event in report["events"]:
-            pages = [b for b in report["broken"] if b["pattern"] == event["pattern"]]
-            click.echo(f"BROKEN since {_when(event['since'])}: pages like {event['pattern']}: {event['why']} "
-                       f"({len(pages)} page(s) broken, e.g. {event['example']}); their items are kept, not marked gone")
-        if broken:
-            for page in report["broken"]:
-                click.echo(f"  {page['url']}  since {_when(page['since'])}: {page['why']}")
-        for event in report["closed"][:5]:
-            click.echo(f"closed {_when(event['closed'])}: pages like {event['pattern']} (broken since "
-                       f"{_when(event['since'])})")
-    if report["events"]:
+        click.echo("\n".join(render(report, broken)))
+    if not report["healthy"]:
         sys.exit(UNHEALTHY)
 
 

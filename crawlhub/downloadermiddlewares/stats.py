@@ -48,6 +48,8 @@ class ClusterStatsMiddleware:
         self.entries: list[dict] = []
         self.dropped = 0
         self.sent_scheduler = Counter()  # retry/dlq counts already sent (Scrapy stats are cumulative)
+        self.hashes: dict[str, Counter] = {}  # other components' counts (crawlhub.signals.stats_flushing), by key
+        self.ttls: dict[str, int] = {}
         self.metrics: Metrics | None = None
         self.timer = None
         self.port = s.getint("METRICS_PORT")
@@ -55,6 +57,7 @@ class ClusterStatsMiddleware:
         crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
         crawler.signals.connect(self.items_stored, signal=crawlhub_signals.items_stored)
+        crawler.signals.connect(self.quality_checked, signal=crawlhub_signals.quality_checked)
 
     @classmethod
     def from_crawler(cls, crawler):
@@ -97,6 +100,17 @@ class ClusterStatsMiddleware:
         self.totals[items_field(epoch)] += count
         if self.metrics is not None:
             self.metrics.items.labels(self.spider_name).inc(count)
+
+    def quality_checked(self, spider: str, score: float, coverage: dict[str, float], events: dict[str, int]) -> None:
+        if self.metrics is not None:
+            self.metrics.quality(spider, score, coverage, events)
+
+    def _collect(self) -> None:
+        """Other components' counts for this flush (crawlhub.signals.stats_flushing)."""
+        for _, result in self.crawler.signals.send_catch_log(crawlhub_signals.stats_flushing):
+            for key, counts, ttl in result or ():
+                self.hashes.setdefault(key, Counter()).update(counts)
+                self.ttls[key] = ttl
 
     def process_request(self, request):
         request.meta[STARTED] = time.monotonic()
@@ -149,12 +163,13 @@ class ClusterStatsMiddleware:
     def flush(self) -> None:
         """Everything counted since the last flush, in one pipeline; kept for the next one if Redis is down."""
         self._scheduler_counts()
+        self._collect()
         frontier = frontier_of(self.crawler)
-        if frontier is None or not (self.totals or self.entries or self.metrics):
+        if frontier is None or not (self.totals or self.entries or self.metrics or self.hashes):
             return
         server, spider = frontier.server, self.spider_name
-        totals, minutes, entries = self.totals, self.minutes, self.entries
-        self.totals, self.minutes, self.entries = Counter(), {}, []
+        totals, minutes, entries, hashes = self.totals, self.minutes, self.entries, self.hashes
+        self.totals, self.minutes, self.entries, self.hashes = Counter(), {}, [], {}
         try:
             pipe = server.pipeline(transaction=False)
             key = totals_key(spider)
@@ -165,6 +180,10 @@ class ClusterStatsMiddleware:
                 for field, value in counts.items():
                     pipe.hincrby(mkey, field, value)
                 pipe.expire(mkey, self.retention)
+            for hkey, counts in hashes.items():
+                for field, value in counts.items():
+                    pipe.hincrby(hkey, field, value)
+                pipe.expire(hkey, self.ttls.get(hkey, self.retention))
             for entry in entries:
                 pipe.xadd(log_key(spider), entry, maxlen=self.log_max, approximate=True)
             if self.dropped:
@@ -174,6 +193,8 @@ class ClusterStatsMiddleware:
                     pipe.hvals(part.queued).llen(part.dlq).zcard(part.inflight)
             out = pipe.execute()
             self.dropped = 0
+            for hkey in hashes:
+                self.ttls.pop(hkey, None)
             if self.metrics is not None:
                 parts = frontier.keys.partitions
                 gauges = out[len(out) - 3 * parts:]
@@ -183,6 +204,8 @@ class ClusterStatsMiddleware:
         except REDIS_ERRORS as exc:
             logger.warning("Redis unavailable (%s): cluster stats and %d audit entries held until it is back", exc, len(entries))
             self.totals.update(totals)
+            for hkey, counts in hashes.items():
+                self.hashes.setdefault(hkey, Counter()).update(counts)
             for minute, counts in minutes.items():
                 self.minutes.setdefault(minute, Counter()).update(counts)
             self.entries[:0] = entries[-MAX_HELD_LOG:]

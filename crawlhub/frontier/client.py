@@ -45,6 +45,7 @@ from crawlhub.frontier.policy import Requeue, RetryPolicy
 from crawlhub.frontier.politeness import Politeness, read_limits
 from crawlhub.frontier.records import EnqueueOp, Finish, Tick, lease_domain
 from crawlhub.frontier.serializer import DecodeError, RequestSerializer
+from crawlhub.quality import dlq_reason
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -534,6 +535,7 @@ class FrontierClient:
         def dead_lettered(moved: bool) -> None:
             if moved:
                 self.stats.inc_value("dlq/count")
+                self.stats.inc_value(f"dlq/reason/{dlq_reason(error, status)}")  # the quality figures' DLQ by reason
                 logger.error("Gave up on %s after %d attempts (%s); in %s", lease.url, record.attempts, error,
                              self.keys.part_of(lease_domain(lease.id)).dlq)
 

@@ -98,6 +98,7 @@ class MongoWriter:
         self._collections: set[str] = set()  # item collections found in the database (item_collections)
         self._collections_at = float("-inf")
         self.cycle = ""  # the epoch of the flush being written (write)
+        self.changes: list[dict] = []  # the last write's change history
 
     def ensure_index(self, meta: ItemMeta) -> None:
         if meta.collection in self.indexed:
@@ -117,6 +118,7 @@ class MongoWriter:
         stores it and however often: the ``cycles`` field, ``{spider: epoch}``, moves once per document)."""
         counts: dict[str, int] = defaultdict(int)
         self.cycle = epoch if self.spider else ""
+        self.changes = []  # this write's change history (crawlhub.signals.items_changed)
         groups: dict[str, tuple[ItemMeta, dict]] = defaultdict(dict)
         for meta, doc in batch:
             # one write per key in a batch: the last copy wins
@@ -264,7 +266,8 @@ class MongoWriter:
                 and (found_docs.get(tuple(str(v) for v in flt.values())) or {}).get("cycles", {}).get(name) != self.cycle])
         history = [record for index, records in changes if index not in failed for record in records]
         if history:
-            self.db[self.changes_collection].insert_many(history, ordered=False)
+            self.changes += history
+            self.db[self.changes_collection].insert_many([dict(r) for r in history], ordered=False)
             counts["changes"] += len(history)
         return [self.refusal(meta, items[e["index"]][1], f"MongoDB refused it: {e.get('errmsg', e)}"[:500])
                 for e in refused]
@@ -373,6 +376,7 @@ class MongoPipeline:
                 "collection": item_meta(item).collection,
                 "item": doc,
                 "reasons": exception.reasons,
+                "fields": {name or "(item)": reasons for name, reasons in exception.fields.items()},
                 "source_url": doc.get("source_url") or (response.url if response is not None else None),
                 "spider": self.crawler.spider.name if self.crawler.spider else None,
                 "quarantined_at": datetime.now(timezone.utc),
@@ -447,6 +451,8 @@ class MongoPipeline:
         stats.inc_value("mongo/flushes")
         if counts.get("cycle"):
             self.crawler.signals.send_catch_log(crawlhub_signals.items_stored, count=counts["cycle"], epoch=cycle)
+        if self.writer.changes:
+            self.crawler.signals.send_catch_log(crawlhub_signals.items_changed, changes=self.writer.changes)
         logger.debug("Flushed %d items to MongoDB in %.3fs: %s", len(batch), time.monotonic() - started, counts)
         return True
 

@@ -1,8 +1,9 @@
-"""ValidatePipeline: an item missing what its type requires is quarantined.
+"""ValidatePipeline: an item that breaks its type's contract is quarantined.
 
-An invalid item raises :class:`InvalidItem`; MongoPipeline stores it in the
-``quarantine`` collection with the reason and the source URL (it is never
-dropped silently).
+The contract (crawlhub.contracts) is the type's required fields and what its fields declare (JSON Schema
+through ``jsonschema``), plus what the pipelines need of ``url_fields`` and ``price_fields``. An invalid item
+raises :class:`InvalidItem`, with its reasons per field; MongoPipeline stores it in the ``quarantine``
+collection with the reasons and the source URL (it is never dropped silently).
 """
 
 from __future__ import annotations
@@ -13,37 +14,56 @@ from urllib.parse import urlsplit
 from itemadapter import ItemAdapter
 from scrapy.exceptions import DropItem
 
-from crawlhub.items import is_empty, item_meta
+from crawlhub.contracts import contract_of, dict_contract
+from crawlhub.items import item_meta
 
 _DECIMAL = re.compile(r"\d+(\.\d+)?")
 _ISO4217 = re.compile(r"[A-Z]{3}")
 
 
 class InvalidItem(DropItem):
-    """An item that failed validation; ``reasons`` says why."""
+    """An item that failed validation; ``reasons`` says why, ``fields`` the same per field ("" = the item)."""
 
-    def __init__(self, reasons: list[str]):
+    def __init__(self, reasons: list[str], fields: dict[str, list[str]] | None = None):
         self.reasons = reasons
+        self.fields = fields if fields is not None else {"": list(reasons)}
         super().__init__("invalid item, quarantined: " + "; ".join(reasons), log_level="WARNING")
 
 
-def problems(item) -> list[str]:
+def field_problems(item) -> dict[str, list[str]]:
+    """Field -> what is wrong with it, in the contract's order: required fields, URLs, prices, the JSON Schema."""
     adapter = ItemAdapter(item)
     meta = item_meta(item)
-    found = [f"missing {name}" for name in meta.required if is_empty(adapter.get(name))]
+    values = adapter.asdict()
+    contract = contract_of(type(item)) if not isinstance(item, dict) else dict_contract(meta.required)
+    checked = contract.check(values)
+    found = {name: reasons for name, reasons in checked.items() if reasons[0] == f"missing {name}"}
+    schema_found = {name: reasons for name, reasons in checked.items() if name not in found}
+
+    def add(name: str, reason: str) -> None:
+        found.setdefault(name, []).append(reason)
+
     for name in meta.url_fields:
         value = adapter.get(name)
         if value and not (
             isinstance(value, str) and urlsplit(value).scheme in ("http", "https") and urlsplit(value).hostname
         ):
-            found.append(f"{name} {str(value)[:200]!r} is not an absolute http(s) URL")
+            add(name, f"{name} {str(value)[:200]!r} is not an absolute http(s) URL")
     for price_field, currency_field in meta.price_fields:
         price, currency = adapter.get(price_field), adapter.get(currency_field)
         if price and not _DECIMAL.fullmatch(str(price)):
-            found.append(f"{price_field} {str(price)[:50]!r} is not a decimal number")
+            add(price_field, f"{price_field} {str(price)[:50]!r} is not a decimal number")
         if currency and not _ISO4217.fullmatch(str(currency)):
-            found.append(f"{currency_field} {str(currency)[:20]!r} is not an ISO 4217 code")
+            add(currency_field, f"{currency_field} {str(currency)[:20]!r} is not an ISO 4217 code")
+    for name, reasons in schema_found.items():
+        if name not in found:
+            found[name] = reasons
     return found
+
+
+def problems(item) -> list[str]:
+    """Every reason ``item`` breaks its contract (empty: it keeps it)."""
+    return [reason for reasons in field_problems(item).values() for reason in reasons]
 
 
 class ValidatePipeline:
@@ -55,8 +75,8 @@ class ValidatePipeline:
         return cls(crawler)
 
     def process_item(self, item):
-        found = problems(item)
+        found = field_problems(item)
         if found:
             self.crawler.stats.inc_value("items/invalid")
-            raise InvalidItem(found)
+            raise InvalidItem([reason for reasons in found.values() for reason in reasons], found)
         return item

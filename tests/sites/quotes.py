@@ -36,7 +36,8 @@ RENDER_JS = """(function () {
     div.className = 'quote';
     var tags = q.tags.map(function (t) { return '<a class="tag" href="/tag/' + t + '/page/1/">' + t + '</a>'; }).join('');
     div.innerHTML = '<span class="text"></span><span>by <small class="author"></small>' +
-      '<a href="' + q.author_url + '">(about)</a></span><div class="tags">Tags: ' + tags + '</div>';
+      (q.author_url ? '<a href="' + q.author_url + '">(about)</a>' : '') + '</span><div class="tags">Tags: ' +
+      tags + '</div>';
     div.querySelector('.text').textContent = q.text;
     div.querySelector('.author').textContent = q.author;
     box.appendChild(div);
@@ -45,11 +46,12 @@ RENDER_JS = """(function () {
 """
 
 
-def quote_pages_js(pages: int = 3, per_page: int = 4, prefix: str = "/js") -> dict[str, str]:
+def quote_pages_js(pages: int = 3, per_page: int = 4, prefix: str = "/js", author_links: bool = True) -> dict[str, str]:
     """The same quotes as quote_pages, filled in by JavaScript (like quotes.toscrape.com/js/).
 
     Each page loads ``/static/render.js?for=<page path>``, so the site's access
     log shows which pages a browser rendered. Serve RENDER_JS there (see render_handler).
+    ``author_links=False``: no "(about)" link, as on the real quotes.toscrape.com/js/.
     """
     import json
     import re
@@ -62,7 +64,7 @@ def quote_pages_js(pages: int = 3, per_page: int = 4, prefix: str = "/js") -> di
             quotes.append({
                 "text": html.unescape(re.search(r'itemprop="text">(.*?)</span>', block, flags=re.S).group(1)),
                 "author": re.search(r'itemprop="author">(.*?)</small>', block).group(1),
-                "author_url": re.search(r'<a href="(/author/[^"]+)"', block).group(1),
+                "author_url": re.search(r'<a href="(/author/[^"]+)"', block).group(1) if author_links else None,
                 "tags": re.findall(r'class="tag"[^>]*>([^<]+)</a>', block),
             })
         js_path = prefix + path

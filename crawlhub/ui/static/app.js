@@ -77,7 +77,24 @@ function render(d) {
   fill("proxies", (d.proxies || []).map((p) => [p.id, p.pool || "", p.state, num(p.ok), num(p.failures), p.last_error || ""]));
   fill("log", (d.log || []).map((e) => [new Date(e.time * 1000).toLocaleTimeString(), e.status === null ? `ERR ${e.error}` : e.status,
     Math.round(e.ms), num(e.bytes), e.worker, e.url + (e.proxy ? ` via ${e.proxy}` : "") + (e.browser ? " [browser]" : "")]));
+  renderQuality(d.quality);
   $("updated").textContent = `updated ${new Date(d.time * 1000).toLocaleTimeString()}`;
+}
+
+function pct(v) { return v === null || v === undefined ? "-" : `${(v * 100).toFixed(1)}%`; }
+
+function renderQuality(q) {
+  if (!q) return;
+  const badge = $("quality-score");
+  badge.textContent = q.cycle.id ? `${q.score} / 100` : "no figures yet";
+  badge.className = "badge" + (q.healthy ? "" : " paused");
+  $("quality-summary").textContent = `cycle ${q.cycle.id || "-"}; baseline ${q.baseline_cycle ? q.baseline_cycle.id : "none"}; ` +
+    `${q.events.length} open event(s), ${num(q.broken_pages)} broken page(s); valid ${pct(q.valid_share)}`;
+  fill("quality-events", q.events.map((e) => [new Date(e.since * 1000).toLocaleString(), e.what, e.why, e.example || ""]));
+  fill("quality-coverage", Object.entries(q.coverage).map(([name, c]) => [name, pct(c.share), pct(c.baseline), pct(c.floor)]),
+    Object.values(q.coverage).map((c) => (c.reference && c.share < c.reference ? "dead" : "")));
+  fill("quality-patterns", Object.entries(q.patterns).map(([p, v]) => [p, num(v.pages), v.per_page,
+    v.baseline_per_page === null ? "-" : v.baseline_per_page]));
 }
 
 async function charts() {
