@@ -36,8 +36,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-
 from crawlhub.items import VOLATILE_FIELDS, is_empty
 
 
@@ -145,6 +143,8 @@ def contract_of(cls: type) -> Contract:
         schema.pop("required", None)  # said as "missing <field>", empty values included
     validator = None
     if schema["properties"] or set(schema) - {"type", "properties"}:
+        import jsonschema  # here, not at import: a worker whose items declare no schema never loads it
+
         validator_cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
         try:
             validator_cls.check_schema(schema)

@@ -55,6 +55,7 @@ def test_a_theme_change_marks_nothing_gone_overwrites_nothing_and_is_named(env, 
     assert mongo_db.products.count_documents({"gone_at": {"$ne": None}}) == 0, "no product of the themed pages is gone"
     assert snapshot(mongo_db) == before, "no stored field moved"
     judged = max(b["since"] for b in report["broken"]) + 1.5  # (its status written with the store's next flush)
+    assert wait_for(lambda: [h for h in shop.hits if h.path in themed and h.arrived > judged], 30), "fetched again"
     later = [h for h in shop.hits if h.path in themed and h.arrived > judged]
     assert later and all("If-None-Match" not in dict(h.headers) for h in later), \
         "a broken page is fetched whole (a fixed spider parses it again)"

@@ -192,6 +192,10 @@ def test_scenario(scenario, request, env, site, mongo_db, tmp_path):
         mark = since.timestamp()
         assert wait_for(lambda: {h.path for h in shop.hits if h.arrived > mark and h.status == 200} >= set(again), 60)
         assert wait_for(lambda: products() == expected, 30)
+        # and each stored since the epoch began: a page fetched between `since` and the reset counts for the old
+        # epoch, and is stored in the new one at its next fetch (the workers must not be stopped before it)
+        assert wait_for(lambda: _status_figures(env, spider, mongo_db, frontier)["stored_in_epoch"] == expected, 60), \
+            _status_figures(env, spider, mongo_db, frontier)
     else:
         assert wait_for(lambda: products() == expected and frontier.idle(), 90), (products(), frontier.idle())
     ids = Counter(d["id"] for d in mongo_db.products.find({}, {"id": 1}))
