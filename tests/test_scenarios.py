@@ -177,7 +177,8 @@ def test_scenario(scenario, request, env, site, mongo_db, tmp_path):
         workers = [start_worker(spider, env, tmp_path, f"w{i}-raised") for i in range(2)]
 
     # the end: all stored but the forbidden page's products, whose page is in the DLQ with the reason
-    assert wait_for(lambda: products() == expected and frontier.letters(), 90), (products(), frontier.letters())
+    assert wait_for(lambda: products() == expected and frontier.letters(), 90), (
+        products(), frontier.letters(), _frontier_state(env, spider), [w.log()[-3000:] for w in workers])
     (letter,) = frontier.letters()
     assert letter["url"] == f"{shop.url}{FORBIDDEN}" and letter["status"] == 403 and letter["error"], letter
     if operation == "requeue":  # the site is fixed and the letter requeued: its products come
@@ -214,6 +215,13 @@ def test_scenario(scenario, request, env, site, mongo_db, tmp_path):
         assert figures["left"] == 0, figures
     assert not any("frontier_lost" in w.log() for w in workers)
     assert not any("Traceback" in w.log() for w in workers), [w.name for w in workers if "Traceback" in w.log()]
+
+
+def _frontier_state(env, spider) -> dict:
+    """What status says of the frontier, for a failure's message."""
+    status = json.loads(cli(env, "status", spider, "--json").stdout)
+    return {k: status.get(k) for k in ("seeds", "queued", "inflight", "delayed", "dlq", "seen", "epoch", "paused",
+                                       "budget", "budget_used", "incidents", "workers_alive")}
 
 
 def _status_figures(env, spider, mongo_db, frontier) -> dict:
