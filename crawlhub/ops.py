@@ -20,7 +20,7 @@ from crawlhub.frontier.operations import partition_counts, queued_per_domain
 from crawlhub.frontier.partitions import frontier_keys
 from crawlhub.items import cycle_field
 from crawlhub.proxies import proxy_health
-from crawlhub.quality import quality_report
+from crawlhub.quality import percent, quality_report, when
 from crawlhub.stats import LATENCY_BUCKETS_MS, items_field, log_key, minute_key, percentile
 
 CLASSES = ("2xx", "3xx", "4xx", "5xx", "error")
@@ -192,11 +192,11 @@ def cluster_status(server, settings, spider: str, with_items: bool = True, mongo
 
 def quality_summary(server, spider: str) -> dict:
     """What status, the UI and the report show of data quality (``crawlhub quality`` shows everything)."""
-    report = quality_report(server, spider, closed=5)
+    report = quality_report(server, spider, closed=5, pages=False)
     fig = report["figures"]
     return {"healthy": report["healthy"], "score": report["score"], "score_min": report["score_min"],
             "cycle": report["cycle"], "baseline_cycle": report["baseline_cycle"], "events": report["events"],
-            "broken_pages": len(report["broken"]), "coverage": fig["coverage"], "patterns": fig["patterns"],
+            "broken_pages": report["broken_count"], "coverage": fig["coverage"], "patterns": fig["patterns"],
             "valid_share": fig["valid_share"], "quarantined_by_reason": fig["quarantined_by_reason"],
             "dlq_by_reason": fig["dlq_by_reason"], "alerts": report["alerts"][:5], "closed": report["closed"]}
 
@@ -589,8 +589,9 @@ def _quality_section(quality: dict | None) -> str:
     if not quality:
         return ""
     fig = quality["figures"]
-    when = lambda ts: time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else "-"  # noqa: E731
-    pct = lambda v: "-" if v is None else f"{v:.1%}"  # noqa: E731
+    def pct(value):
+        return percent(value, 1)
+
     head = (f"<h2 id=\"quality\">Data quality</h2><p class=\"summary\">Cycle {html.escape(str(quality['cycle']['id']))}"
             f" since {when(quality['cycle']['started'])}: score {fig['score']:g} of 100"
             f"{' (floor ' + format(quality['score_min'], 'g') + ')' if quality['score_min'] else ''}; "

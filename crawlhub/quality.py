@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -49,7 +50,7 @@ ALERTS_MAX = 1000  # change alerts kept per spider
 def quality_keys(spider: str) -> dict[str, str]:
     """The spider's quality keys in Redis (kept across ``crawlhub reset``: they describe the site and the store)."""
     keys = {name: f"{spider}:quality:{name}" for name in
-            ("broken", "events", "closed", "cycles", "alerts", "meta", "examples")}
+            ("broken", "events", "closed", "cycles", "alerts", "meta")}
     keys["cycle"] = f"{spider}:quality:c:"
     keys["window"] = f"{spider}:quality:w:"
     return keys
@@ -117,6 +118,15 @@ def add(*figures: Mapping[str, int]) -> dict[str, int]:
         for k, v in one.items():
             total[k] = total.get(k, 0) + v
     return total
+
+
+def when(ts: float | None) -> str:
+    """A time as the quality views print it ("-" for none)."""
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else "-"
+
+
+def percent(value: float | None, digits: int = 0) -> str:
+    return "-" if value is None else f"{value:.{digits}%}"
 
 
 def share(part: float, whole: float) -> float:
@@ -193,6 +203,13 @@ class Limits:
     coverage_margin: float = 0.2
     quarantine_max: float = 0.1
     dlq_max: float = 0.1
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> Limits:
+        return cls(min_items=settings.getint("QUALITY_MIN_ITEMS"), min_pages=settings.getint("QUALITY_MIN_PAGES"),
+                   coverage_margin=settings.getfloat("QUALITY_COVERAGE_MARGIN"),
+                   quarantine_max=settings.getfloat("QUALITY_QUARANTINE_MAX"),
+                   dlq_max=settings.getfloat("QUALITY_DLQ_MAX"))
 
 
 RATE_TEXT = {"quarantine": ("quarantine", "items quarantined fast", "items quarantined"),
@@ -297,11 +314,14 @@ def cycle_figures(figures: Figures, baseline: Figures | None, floors: dict[str, 
     }
 
 
-def quality_report(server, spider: str, closed: int = 20) -> dict:
-    """Everything ``crawlhub quality`` shows, as a dict (``--json``; the UI and the report read it too)."""
+def quality_report(server, spider: str, closed: int = 20, pages: bool = True) -> dict:
+    """Everything ``crawlhub quality`` shows, as a dict (``--json``; the UI and the report read it too).
+    ``pages=False``: the broken pages counted, not listed (status, polled by the UI)."""
     keys = quality_keys(spider)
     pipe = server.pipeline(transaction=False)
-    pipe.hvals(keys["events"]).hvals(keys["broken"]).lrange(keys["closed"], 0, closed - 1)
+    pipe.hvals(keys["events"])
+    pipe.hvals(keys["broken"]) if pages else pipe.hlen(keys["broken"])
+    pipe.lrange(keys["closed"], 0, closed - 1)
     pipe.lrange(keys["alerts"], 0, 19).hgetall(keys["meta"])
     events, broken, done, alerts, info = pipe.execute()
     info = {k.decode(): v.decode() for k, v in info.items()}
@@ -327,7 +347,8 @@ def quality_report(server, spider: str, closed: int = 20) -> dict:
         "figures": figures,
         "baseline": cycle_figures(base_fig, None, floors, min_items) if base_fig is not None else None,
         "events": sorted((json.loads(e) for e in events), key=lambda e: e["since"]),
-        "broken": sorted((json.loads(b) for b in broken), key=lambda b: (b["pattern"], b["url"])),
+        "broken": sorted((json.loads(b) for b in broken), key=lambda b: (b["pattern"], b["url"])) if pages else [],
+        "broken_count": len(broken) if pages else broken,
         "closed": [json.loads(e) for e in done],
         "alerts": [json.loads(a) for a in alerts],
     }

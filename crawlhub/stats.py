@@ -58,6 +58,14 @@ def log_key(spider: str) -> str:
     return spider_keys(spider).log
 
 
+def add_counts(pipe, key: str, counts, ttl: int | None = None) -> None:
+    """Queue in ``pipe`` the HINCRBYs adding ``counts`` to hash ``key``, and its expiry."""
+    for field, value in counts.items():
+        pipe.hincrby(key, field, value)
+    if ttl is not None:
+        pipe.expire(key, ttl)
+
+
 def status_class(status: int | None) -> str:
     return f"{status // 100}xx" if status else "error"
 

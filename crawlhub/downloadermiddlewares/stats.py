@@ -23,6 +23,7 @@ from crawlhub.stats import (
     MAX_HELD_LOG,
     STARTED,
     Metrics,
+    add_counts,
     items_field,
     latency_bucket,
     log_key,
@@ -173,17 +174,11 @@ class ClusterStatsMiddleware:
         try:
             pipe = server.pipeline(transaction=False)
             key = totals_key(spider)
-            for field, value in totals.items():
-                pipe.hincrby(key, field, value)
+            add_counts(pipe, key, totals)
             for minute, counts in minutes.items():
-                mkey = minute_key(spider, minute)
-                for field, value in counts.items():
-                    pipe.hincrby(mkey, field, value)
-                pipe.expire(mkey, self.retention)
+                add_counts(pipe, minute_key(spider, minute), counts, self.retention)
             for hkey, counts in hashes.items():
-                for field, value in counts.items():
-                    pipe.hincrby(hkey, field, value)
-                pipe.expire(hkey, self.ttls.get(hkey, self.retention))
+                add_counts(pipe, hkey, counts, self.ttls.get(hkey, self.retention))
             for entry in entries:
                 pipe.xadd(log_key(spider), entry, maxlen=self.log_max, approximate=True)
             if self.dropped:

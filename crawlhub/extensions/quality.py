@@ -55,7 +55,7 @@ from crawlhub import meta
 from crawlhub import signals as crawlhub_signals
 from crawlhub.components import frontier_of
 from crawlhub.connection import REDIS_ERRORS
-from crawlhub.contracts import Contract, contract_of
+from crawlhub.contracts import contract_of
 from crawlhub.pipelines.validate import InvalidItem
 from crawlhub.quality import (
     ALERTS_MAX,
@@ -71,8 +71,10 @@ from crawlhub.quality import (
     score,
     spider_rules,
     url_pattern,
+    when,
 )
 from crawlhub.revisit.store import GoneCheck, StatusUpdate
+from crawlhub.stats import add_counts
 
 __all__ = ["QualityMonitor", "quality_keys", "url_pattern"]
 
@@ -80,10 +82,6 @@ logger = logging.getLogger(__name__)
 
 BASELINE_REREAD = 30  # checks between two reads of the baseline cycle's figures
 EXAMPLES = 3  # example URLs kept per event subject
-
-
-def _when(ts: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
 
 
 class QualityMonitor:
@@ -100,11 +98,7 @@ class QualityMonitor:
         self.window = max(1.0, settings.getfloat("QUALITY_WINDOW", 300.0))
         self.retention = settings.getint("QUALITY_RETENTION", 30 * 86400)
         self.score_min = settings.getfloat("QUALITY_SCORE_MIN", 0.0)
-        self.limits = Limits(
-            min_items=settings.getint("QUALITY_MIN_ITEMS", 20), min_pages=settings.getint("QUALITY_MIN_PAGES", 5),
-            coverage_margin=settings.getfloat("QUALITY_COVERAGE_MARGIN", 0.2),
-            quarantine_max=settings.getfloat("QUALITY_QUARANTINE_MAX", 0.1),
-            dlq_max=settings.getfloat("QUALITY_DLQ_MAX", 0.1))
+        self.limits = Limits.from_settings(settings)
         # without the cluster stats, the figures go with this monitor's own flush
         self.own_counts = not (settings.getbool("CLUSTER_STATS_ENABLED", True)
                                and settings.getbool("CRAWLHUB_SHARED", True))
@@ -119,6 +113,7 @@ class QualityMonitor:
         self.alerts: list[dict[str, Any]] = []
         self.sent_dlq: dict[str, int] = {}  # dlq/reason/* Scrapy stats already counted (they are cumulative)
         # what this worker knows
+        self.types_seen: set[str] = set()
         self.floors: dict[str, float] = {}  # "Type.field" -> declared coverage floor
         self.alert_rules: dict[str, dict[str, dict[str, float]]] = {}  # collection -> field -> rule
         self.examples: dict[str, deque[str]] = {}  # event key -> example URLs seen by this worker
@@ -182,20 +177,20 @@ class QualityMonitor:
         if url:
             self.examples.setdefault(key, deque(maxlen=EXAMPLES)).append(url)
 
-    def _count_item(self, item: Any, response: Any, valid: bool) -> Contract | None:
+    def _count_item(self, item: Any, response: Any, valid: bool) -> None:
         if isinstance(item, dict):
-            return None
+            return
         contract = contract_of(type(item))
+        if contract.name not in self.types_seen:  # its declared floors and alert rules, once
+            self.types_seen.add(contract.name)
+            self.floors.update({f"{contract.name}.{k}": v for k, v in contract.floors.items()})
+            if contract.alerts:
+                self.alert_rules[getattr(type(item), "collection", "")] = contract.alerts
         adapter = ItemAdapter(item)
         lacking = count_item(self._counts(), contract.name, contract.fields, adapter, valid)
         url = adapter.get("source_url") or (response.url if response is not None else None)
         for name in lacking:
             self._example(f"coverage:{contract.name}.{name}", url)
-        if contract.floors and contract.name + "." + next(iter(contract.floors)) not in self.floors:
-            self.floors.update({f"{contract.name}.{k}": v for k, v in contract.floors.items()})
-        if contract.alerts:
-            self.alert_rules.setdefault(getattr(type(item), "collection", ""), contract.alerts)
-        return contract
 
     def item_scraped(self, item: Any, response: Any, spider: Any = None) -> None:
         self._count_item(item, response, valid=True)
@@ -239,9 +234,7 @@ class QualityMonitor:
             return
         pipe = frontier.server.pipeline(transaction=False)
         for key, fields, ttl in handed:
-            for name, value in fields.items():
-                pipe.hincrby(key, name, value)
-            pipe.expire(key, ttl)
+            add_counts(pipe, key, fields, ttl)
         try:
             pipe.execute()
         except REDIS_ERRORS as exc:
@@ -337,11 +330,12 @@ class QualityMonitor:
     def _send(self, server: Any, broken: dict[str, dict[str, Any]], mended: dict[str, str],
               alerts: list[dict[str, Any]]) -> None:
         keys = self.keys
-        events: dict[str, dict[str, Any]] = {}
+        by_pattern: dict[str, list[dict[str, Any]]] = {}
         for record in broken.values():
-            events.setdefault(record["pattern"], self._event(
-                "extraction", record["pattern"], "extraction broken", record["why"], record["since"],
-                baseline=None, examples=[r["url"] for r in broken.values() if r["pattern"] == record["pattern"]]))
+            by_pattern.setdefault(record["pattern"], []).append(record)
+        events = {pattern: self._event("extraction", pattern, "extraction broken", records[0]["why"],
+                                       records[0]["since"], baseline=None, examples=[r["url"] for r in records])
+                  for pattern, records in by_pattern.items()}
         pipe = server.pipeline(transaction=False)
         for url, record in broken.items():
             pipe.hsetnx(keys["broken"], url, json.dumps(record))
@@ -389,7 +383,7 @@ class QualityMonitor:
                                self.spider_name)
             else:
                 logger.warning("Data quality: %s: healthy again (since %s)", event["what"].replace(" broken", "")
-                               if event["kind"] == "extraction" else event["subject"], _when(event["since"]))
+                               if event["kind"] == "extraction" else event["subject"], when(event["since"]))
         if events:
             self.crawler.signals.send_catch_log(crawlhub_signals.quality_events,
                                                 events=[{**e, "state": state} for e in events])
