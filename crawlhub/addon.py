@@ -30,6 +30,7 @@ from scrapy.settings import BaseSettings
 
 from crawlhub import default_settings
 from crawlhub.config import SettingError, apply_env_overrides
+from crawlhub.habits import translate
 
 # dict settings whose entries are components: merged entry by entry
 COMPONENTS = ("DOWNLOADER_MIDDLEWARES", "SPIDER_MIDDLEWARES", "ITEM_PIPELINES", "EXTENSIONS")
@@ -46,8 +47,11 @@ def install(settings: BaseSettings, environ=None) -> list[str]:
     """crawlhub's defaults at the "addon" priority, then the environment over them; returns the
     names the environment overrode."""
     values = defaults()
+    local = not settings.getbool("CRAWLHUB_SHARED", True)  # `scrapy shell/check/parse`: nothing stored
     for name, value in values.items():
         if name in COMPONENTS:
+            if local and name == "ITEM_PIPELINES":
+                continue
             for path, order in value.items():
                 settings[name].set(path, order, "addon")
         else:
@@ -57,6 +61,8 @@ def install(settings: BaseSettings, environ=None) -> list[str]:
     for name in overridden:
         settings.set(name, from_env[name], "project")
     settings.set("CRAWLHUB_ENV_OVERRIDES", overridden, "addon")
+    # scrapy-redis' settings: honoured, or what cannot be recorded for the worker to refuse (crawlhub.habits)
+    settings.set("CRAWLHUB_REFUSED", translate(settings), "addon")
     return overridden
 
 
@@ -89,13 +95,28 @@ def tool_settings():
     return settings
 
 
-def _install(settings: BaseSettings) -> None:
+def worker_settings(settings: BaseSettings, spidercls) -> BaseSettings:
+    """A copy of ``settings`` as a worker of ``spidercls`` has them: the spider's own (``custom_settings``,
+    scrapy-redis' attributes such as ``redis_key``), then crawlhub's and what follows from the spider."""
+    settings = settings.copy()
+    spidercls.update_settings(settings)
+    install(settings)
+    apply_spider(settings, spidercls)
+    return settings
+
+
+def _install(settings: BaseSettings, refuse: bool = False) -> None:
+    from scrapy.exceptions import UsageError
+
     try:
         install(settings)
     except SettingError as exc:  # a bad environment variable: say which, do not start
-        from scrapy.exceptions import UsageError
-
         raise UsageError(str(exc)) from None
+    refused = settings.getlist("CRAWLHUB_REFUSED")
+    # a scrapy-redis setting crawlhub cannot honour: the crawler does not start (the process-wide hook runs
+    # before `scrapy crawl` can say it in one line, and the spider's own settings are not in yet)
+    if refuse and refused:
+        raise UsageError("; ".join(refused))
 
 
 class Addon:
@@ -116,7 +137,7 @@ class Addon:
         _install(settings)
 
     def update_settings(self, settings: BaseSettings) -> None:
-        _install(settings)  # again: a crawler built without a CrawlerProcess skipped the hook above
+        _install(settings, refuse=True)  # again: a crawler built without a CrawlerProcess skipped the hook above
         spidercls = getattr(self.crawler, "spidercls", None)
         if spidercls is not None:
             apply_spider(settings, spidercls)

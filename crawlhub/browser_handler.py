@@ -35,9 +35,12 @@ class BrowserDownloadHandler(ScrapyPlaywrightDownloadHandler):
 
         if aborted and self.abort_request is None:
             self.abort_request = abort
-        logger.info("Browser: %s (headless), at most %d contexts x %d pages, aborting %s",
-                    options["executable_path"], self.config.max_contexts or 0, self.config.max_pages_per_context,
-                    ", ".join(sorted(aborted)) or "nothing")
+        # one handler per scheme (http, https), one browser line per worker: the stats say whether it was logged
+        if crawler.stats.get_value("browser/executable") is None:
+            crawler.stats.set_value("browser/executable", options["executable_path"])
+            logger.info("Browser: %s (headless), at most %d contexts x %d pages, aborting %s",
+                        options["executable_path"], self.config.max_contexts or 0, self.config.max_pages_per_context,
+                        ", ".join(sorted(aborted)) or "nothing")
 
     async def _create_browser_context(self, name, context_kwargs, spider=None):
         # every context (one per proxy) shows Chromium's User-Agent without "Headless"

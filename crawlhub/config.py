@@ -72,13 +72,14 @@ def redact_url(url: str | None) -> str:
         return str(url)
     try:
         parts = urlsplit(url)
+        port = parts.port
     except ValueError:
         return "<unparseable url>"
     if parts.password is None and not (parts.username and "@" in parts.netloc):
         return url
     host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
+    if port:
+        host = f"{host}:{port}"
     user = parts.username or ""
     netloc = f"{user}:***@{host}" if parts.password is not None else f"***@{host}"
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))

@@ -29,6 +29,17 @@ logger = logging.getLogger(__name__)
 class Unreachable(ConnectionError):
     """A shared server could not be reached; the message names it (password redacted)."""
 
+
+class BadURL(ValueError):
+    """REDIS_URL or MONGO_URI is not a URL of its server; the message names the setting (password redacted)."""
+
+
+def mongo_error(exc: Exception) -> str:
+    """A pymongo error in one line: its class and message without the topology description pymongo appends."""
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    text = text.split(", Timeout: ")[0].split(", Topology Description: ")[0]
+    return f"{type(exc).__name__}: {text[:300]}"
+
 REDIS_PARAMS = {
     "socket_timeout": 30,
     "socket_connect_timeout": 10,
@@ -100,7 +111,12 @@ def get_redis(settings) -> redis.Redis:
         params["cluster_error_retry_attempts"] = max(3, settings.getint("REDIS_RETRIES", 10))
         client = RedisCluster.from_url(url, startup_nodes=[ClusterNode(h, p) for h, p in nodes], **params)
         return client  # type: ignore[return-value]  # the same commands as redis.Redis
-    return redis.Redis.from_url(services.redis_url(settings), **params)
+    url = services.redis_url(settings)
+    try:
+        return redis.Redis.from_url(url, **params)
+    except ValueError as exc:  # no scheme, a bad port or database
+        raise BadURL(f"REDIS_URL {redact_url(url)!r} is not a Redis URL: {exc} "
+                     "(e.g. redis://:PASSWORD@host:6379/0, rediss:// for TLS)") from None
 
 
 def connect_redis(settings) -> redis.Redis:
@@ -108,13 +124,17 @@ def connect_redis(settings) -> redis.Redis:
 
     Raises :class:`Unreachable` with a one-line reason when it does not.
     """
-    url, cluster = redis_location(settings)
+    try:
+        url, cluster = redis_location(settings)
+    except ValueError as exc:
+        raise BadURL(str(exc)) from None
     if cluster:
         return _connect_cluster(settings, url)
     server = get_redis(settings)
     retry = server.get_retry()
     server.set_retry(Retry(ExponentialBackoff(), 0))  # our own loop below says what happens
-    deadline = time.monotonic() + settings.getfloat("REDIS_STARTUP_WAIT", 30)
+    wait = settings.getfloat("REDIS_STARTUP_WAIT", 30)
+    deadline = time.monotonic() + wait
     delay = 0.5
     while True:
         try:
@@ -132,7 +152,11 @@ def connect_redis(settings) -> redis.Redis:
         except REDIS_ERRORS as exc:
             if time.monotonic() + delay > deadline:
                 raise Unreachable(f"cannot reach Redis at {redact_url(url)}: {exc}") from None
-            logger.warning("Redis at %s is not answering (%s); retrying in %.1fs", redact_url(url), exc, delay)
+            if delay == 0.5:  # the first time: what the worker does now, and for how long
+                logger.warning("Redis at %s is not answering (%s): waiting up to %.0fs for it (REDIS_STARTUP_WAIT), "
+                               "then stopping with exit code 2", redact_url(url), exc, wait)
+            else:
+                logger.warning("Redis at %s is not answering (%s); retrying in %.1fs", redact_url(url), exc, delay)
             time.sleep(delay)
             delay = min(delay * 2, 5)
 
@@ -164,11 +188,32 @@ def _is_auth_error(exc: Exception) -> bool:
 
 
 def get_mongo(settings, server_selection_timeout_ms: int | None = None):
-    """A pymongo client for MONGO_URI or the embedded server."""
+    """A pymongo client for MONGO_URI or the embedded server (:class:`BadURL` for a malformed MONGO_URI)."""
     import pymongo
+    from pymongo.errors import ConfigurationError
 
-    return pymongo.MongoClient(
-        services.mongo_uri(settings),
-        serverSelectionTimeoutMS=server_selection_timeout_ms or settings.getint("MONGO_SERVER_SELECTION_TIMEOUT_MS", 10000),
-        appname=settings.get("BOT_NAME", "crawlhub"),
-    )
+    uri = services.mongo_uri(settings)
+    try:
+        return pymongo.MongoClient(
+            uri,
+            serverSelectionTimeoutMS=server_selection_timeout_ms or settings.getint("MONGO_SERVER_SELECTION_TIMEOUT_MS", 10000),
+            appname=settings.get("BOT_NAME", "crawlhub"),
+        )
+    except (ConfigurationError, ValueError) as exc:  # InvalidURI (an unescaped % or @), an unknown option
+        raise BadURL(f"MONGO_URI {redact_url(uri)!r} is not a MongoDB URI: {str(exc).splitlines()[0][:200]} "
+                     "(a password with @ : / % must be percent-encoded)") from None
+
+
+def check_mongo(settings) -> None:
+    """MongoDB answers within MONGO_STARTUP_WAIT seconds, else :class:`Unreachable` with one line (no topology)."""
+    from pymongo.errors import PyMongoError
+
+    uri = settings.get("MONGO_URI") or "the embedded MongoDB"
+    client = get_mongo(settings, max(1, int(settings.getfloat("MONGO_STARTUP_WAIT", 30) * 1000)))
+    try:
+        client.admin.command("ping")
+    except PyMongoError as exc:
+        raise Unreachable(f"cannot reach MongoDB at {redact_url(uri)}: {mongo_error(exc)} (MONGO_URI; "
+                          "waited MONGO_STARTUP_WAIT seconds)") from None
+    finally:
+        client.close()

@@ -146,6 +146,9 @@ BAD_SEEDS_MAX = 10000
 # Seconds a worker waits with no seeds and an empty shared queue before it
 # closes; 0 = wait for seeds forever (scrapy-redis's convention).
 MAX_IDLE_TIME_BEFORE_CLOSE = 0
+# `crawlhub status` calls a crawl done (state "done") once its frontier is empty, nothing is in flight and no
+# download was attempted for this many seconds
+STATUS_DONE_AFTER = 30.0
 
 # --- Data quality (docs/quality.md) ---------------------------------------
 QUALITY_ENABLED = True
@@ -384,6 +387,9 @@ MONGO_CLOSE_TIMEOUT = 20.0
 # Items buffered while MongoDB is down before the worker waits for it.
 MONGO_BUFFER_MAX = 1000
 MONGO_SERVER_SELECTION_TIMEOUT_MS = 10000
+# `scrapy crawl` checks that MONGO_URI answers before it fetches anything, waiting up to this many seconds
+# (exit code 2 and one line if it does not; the embedded server is started instead when MONGO_URI is unset)
+MONGO_STARTUP_WAIT = 30.0
 
 # --- Continuous crawling (a spider's `revisit` / `revisit_rules`; docs/revisit.md) ---
 # The URL status store: one document per fetched URL of a revisiting spider.

@@ -116,6 +116,13 @@ class ItemMeta:
     price_fields: tuple[tuple[str, str], ...] = ()  # (price field, currency field)
     host_fields: tuple[str, ...] = ()
     derived_keys: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (field, fields it is made of)
+    kind: str = "dict"  # the item type's name, as log lines name it
+
+    def described(self) -> str:
+        """How a log line names such an item: "a pages item (Page)", "a dict item for collection 'items'"."""
+        if self.kind == "dict":
+            return f"a dict item for collection {self.collection!r}"
+        return f"a {self.collection} item ({self.kind})"
 
 
 PAGE_ATTR = "_crawlhub_page"
@@ -151,4 +158,5 @@ def _type_meta(cls) -> ItemMeta:
         price_fields=tuple(getattr(cls, "price_fields", {}).items()),
         host_fields=tuple(getattr(cls, "host_fields", ())),
         derived_keys=tuple((name, tuple(parts)) for name, parts in getattr(cls, "derived_keys", {}).items()),
+        kind=cls.__name__,
     )

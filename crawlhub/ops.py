@@ -21,6 +21,7 @@ from crawlhub.frontier.partitions import frontier_keys
 from crawlhub.items import cycle_field
 from crawlhub.proxies import proxy_health
 from crawlhub.quality import percent, quality_report, when
+from crawlhub.seeds import WrongSeedKey, count_seeds
 from crawlhub.stats import LATENCY_BUCKETS_MS, items_field, log_key, minute_key, percentile
 
 CLASSES = ("2xx", "3xx", "4xx", "5xx", "error")
@@ -80,7 +81,7 @@ def item_counts(settings, spider: str, items_stored: int, mongo=None, epoch: str
     """Documents per collection of MONGO_DATABASE, the spider's quarantined items, and the valid share
     (through ``mongo``, a pymongo client kept by the caller, else one opened and closed here). With the
     frontier's ``epoch`` id, ``crawl``: the spider's documents stored in that epoch (``cycles.<spider>``)."""
-    from crawlhub.connection import get_mongo
+    from crawlhub.connection import get_mongo, mongo_error
 
     try:
         client = mongo or get_mongo(settings, 3000)
@@ -101,7 +102,7 @@ def item_counts(settings, spider: str, items_stored: int, mongo=None, epoch: str
         if mongo is None:
             client.close()
     except Exception as exc:  # pymongo's errors, or the embedded server not starting: shown, not fatal
-        return {"error": f"MongoDB unavailable: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"}
+        return {"error": f"MongoDB unavailable: {mongo_error(exc)}"}
     good = items_stored if crawl is None else crawl  # the store's count when it has one, as status shows
     checked = good + quarantined
     return {"database": settings.get("MONGO_DATABASE"), "stored": stored, "crawl": crawl, "quarantined": quarantined,
@@ -123,12 +124,17 @@ def cluster_status(server, settings, spider: str, with_items: bool = True, mongo
     per_domain = queued_per_domain(server, layout)
     inflight, delayed, dlq, seen = counts["inflight"], counts["delayed"], counts["dlq"], counts["seen"]
     pipe = server.pipeline(transaction=False)
-    pipe.llen(keys["seeds"]).llen(keys["bad_seeds"]).llen(keys["bad_requests"])
+    pipe.llen(keys["bad_seeds"]).llen(keys["bad_requests"])
     pipe.get(keys["budget"]).get(keys["budget_used"]).hgetall(keys["stats"]).hgetall(keys["workers"])
     pipe.hgetall(keys["stats_totals"]).exists(keys["paused"]).xlen(keys["log"]).lrange(keys["incidents"], 0, 9)
-    pipe.get(keys["epoch"])
-    (seeds, bad_seeds, bad_requests, budget, budget_used, counters, workers, totals, paused, logged,
-     incidents, current) = pipe.execute()
+    pipe.get(keys["epoch"]).xrevrange(keys["log"], count=1)
+    (bad_seeds, bad_requests, budget, budget_used, counters, workers, totals, paused, logged,
+     incidents, current, last_logged) = pipe.execute()
+    problems = []
+    try:
+        seeds = count_seeds(server, keys["seeds"])
+    except WrongSeedKey as exc:  # this spider's alone: shown with it, never an error for the whole overview
+        seeds, problems = 0, [str(exc)]
     totals = _ints(totals)
     current = Epoch.parse(current)
     # the documents stored in this epoch, as the workers counted them (crawlhub.signals.items_stored); with
@@ -158,9 +164,15 @@ def cluster_status(server, settings, spider: str, with_items: bool = True, mongo
             "p50_ms": percentile(hist, 0.5), "p95_ms": percentile(hist, 0.95), "bytes": totals.get(prefix + "bytes", 0),
         })
     left = queued + delayed + inflight + seeds
+    # the last download attempt (the audit log's newest entry id is its time in ms): how long the crawl has been still
+    last_attempt = int(last_logged[0][0].split(b"-")[0]) / 1000 if last_logged else None
+    still = round(now - last_attempt, 1) if last_attempt and not left else None
+    state = ("not started" if not left and not totals.get("requests") else
+             "done" if still is not None and still >= settings.getfloat("STATUS_DONE_AFTER") else "crawling")
     budget = int(budget) if budget else settings.getint("CRAWL_BUDGET")
     data = {
-        "spider": spider, "time": now, "paused": bool(paused), "partitions": layout.partitions,
+        "spider": spider, "time": now, "state": state, "idle_seconds": still,
+        "paused": bool(paused), "partitions": layout.partitions,
         "epoch": asdict(current) if current else None,
         "seeds": seeds, "queued": queued, "inflight": inflight, "delayed": delayed, "seen": int(seen or 0),
         "dlq": dlq, "bad_seeds": bad_seeds, "bad_requests": bad_requests,
@@ -177,6 +189,7 @@ def cluster_status(server, settings, spider: str, with_items: bool = True, mongo
         "counters": _ints(counters),
         # what workers saw go wrong with the frontier itself (it vanished from Redis), newest first
         "incidents": [json.loads(raw) for raw in incidents],
+        "problems": problems,
     }
     if with_items:
         data["items"] = item_counts(settings, spider, totals["items"], mongo, current.id if current else "")
@@ -218,17 +231,22 @@ def format_status(data: dict) -> list[str]:
     """The human view of cluster_status (what `crawlhub status` prints)."""
     from crawlhub.proxies import format_health
 
+    if "totals" not in data:  # a spider whose state could not be read (cluster_status's caller says why)
+        return [f"spider {data['spider']}:", *(f"!! {problem}" for problem in data.get("problems", []))]
     t = data["totals"]
     lines = [
         f"spider {data['spider']}{'  [PAUSED]' if data['paused'] else ''}: {data['seeds']} seeds waiting, "
         f"{data['queued']} queued, {data['inflight']} in flight, {data['delayed']} waiting to retry, "
         f"{data['seen']} URLs seen",
+        *([f"done: the frontier has been empty, nothing in flight, for {_duration(data['idle_seconds'])} (workers wait "
+           f"for new seeds by design: stop them, or set MAX_IDLE_TIME_BEFORE_CLOSE)"] if data.get("state") == "done" else []),
         f"pages/min: {data['pages_per_min_1m']:.1f} (1 min), {data['pages_per_min_5m']:.1f} (5 min)   "
         f"ETA: {_duration(data['eta_seconds'])}",
         f"attempts: {t['requests']}  2xx={t['2xx']} 3xx={t['3xx']} 4xx={t['4xx']} 5xx={t['5xx']} errors={t['error']}  "
         f"retries={t['retries']}  latency p50 {_ms(data['latency_ms']['p50'])} p95 {_ms(data['latency_ms']['p95'])}",
         f"dead letters: {data['dlq']}   bad seeds: {data['bad_seeds']}   bad request payloads: {data['bad_requests']}",
     ]
+    lines += [f"!! {problem}" for problem in data.get("problems", [])]
     for incident in data.get("incidents", [])[:3]:
         lines.append(f"!! {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(incident['at']))}: {incident['what']} "
                      f"(seen by {incident['worker']}, holding {incident.get('held_pages', 0)} pages): queued pages "

@@ -98,3 +98,77 @@ def parse_seed(raw: bytes | str, max_bytes: int = 8192) -> Seed:
     if "method" in data:
         data["method"] = data["method"].upper()
     return Seed(**data)
+
+
+# -- the seeds key in Redis: a list (LPUSH, crawlhub's and scrapy-redis' default), a set (SADD,
+# scrapy-redis' REDIS_START_URLS_AS_SET) or a sorted set (ZADD, REDIS_START_URLS_AS_ZSET, highest score first).
+# A worker reads whichever of the three the key is; any other type is refused for that spider alone.
+SEED_KINDS = {"list": "LPUSH", "set": "SADD", "zset": "ZADD"}
+
+
+class WrongSeedKey(ValueError):
+    """The seeds key holds a Redis type seeds cannot be read from; the message names the key and the fix."""
+
+    def __init__(self, key: str, kind: str):
+        self.key, self.kind = key, kind
+        super().__init__(f"seeds key {key} is a Redis {kind}, not a list, a set or a sorted set: nothing can be read "
+                         f"from it (push seeds with `crawlhub seed` or redis-cli LPUSH / SADD / ZADD; `redis-cli del "
+                         f"{key}` removes what is there)")
+
+
+def _kind(server, key: str) -> str:
+    kind = server.type(key)
+    return kind.decode() if isinstance(kind, bytes) else str(kind)
+
+
+def _wrong_type(exc: Exception) -> bool:
+    return str(exc).startswith("WRONGTYPE")
+
+
+def pop_seeds(server, key: str, count: int) -> list[bytes]:
+    """Take up to ``count`` seeds off ``key``: the oldest first from a list, any from a set, the highest score first
+    from a sorted set. Raises :class:`WrongSeedKey` for a key of another type."""
+    import redis
+
+    try:
+        return server.rpop(key, count) or []
+    except redis.ResponseError as exc:
+        if not _wrong_type(exc):
+            raise
+    kind = _kind(server, key)
+    if kind == "set":
+        return server.spop(key, count) or []
+    if kind == "zset":
+        return [member for member, _ in server.zpopmax(key, count)]
+    if kind == "list":  # it changed type between the two calls
+        return server.rpop(key, count) or []
+    raise WrongSeedKey(key, kind)
+
+
+def count_seeds(server, key: str) -> int:
+    """The seeds waiting in ``key`` (:class:`WrongSeedKey` for a key of a type seeds cannot be read from)."""
+    kind = _kind(server, key)
+    if kind in ("none", "list"):
+        return int(server.llen(key))
+    if kind == "set":
+        return int(server.scard(key))
+    if kind == "zset":
+        return int(server.zcard(key))
+    raise WrongSeedKey(key, kind)
+
+
+def push_seeds(server, key: str, raws: list[str | bytes], as_set: bool = False, as_zset: bool = False) -> str:
+    """Push ``raws`` to ``key`` the way the key holds seeds (a new key: a list, unless ``as_set`` /
+    ``as_zset``, scrapy-redis' REDIS_START_URLS_AS_SET / _AS_ZSET, say otherwise); returns the command used."""
+    kind = _kind(server, key)
+    if kind == "none":
+        kind = "zset" if as_zset else "set" if as_set else "list"
+    if kind == "list":
+        server.lpush(key, *raws)
+    elif kind == "set":
+        server.sadd(key, *raws)
+    elif kind == "zset":
+        server.zadd(key, dict.fromkeys(raws, 0))
+    else:
+        raise WrongSeedKey(key, kind)
+    return SEED_KINDS[kind]

@@ -33,17 +33,30 @@ class ServiceError(RuntimeError):
     """An embedded server could not be found, started or reached."""
 
 
-def project_dir() -> Path:
-    """The directory holding scrapy.cfg (searched upwards from the cwd)."""
+class NoProject(ServiceError):
+    """The command runs outside a Scrapy project and no CRAWLHUB_HOME says where embedded servers may live."""
+
+
+def project_dir(required: bool = False) -> Path:
+    """The directory holding scrapy.cfg, searched upwards from the cwd as ``scrapy`` does (with
+    SCRAPY_SETTINGS_MODULE set and no scrapy.cfg: the cwd). None found: the cwd, or with ``required``
+    :class:`NoProject`."""
     here = Path.cwd().resolve()
     for candidate in (here, *here.parents):
         if (candidate / "scrapy.cfg").exists():
             return candidate
+    if required and not os.environ.get("SCRAPY_SETTINGS_MODULE"):
+        raise NoProject(f"no Scrapy project here: no scrapy.cfg in {here} or any directory above it, and "
+                        "SCRAPY_SETTINGS_MODULE is unset. Run crawlhub in your project's directory (or set "
+                        "REDIS_URL and MONGO_URI to servers of your own, or CRAWLHUB_HOME to where crawlhub's "
+                        "embedded servers should live)")
     return here
 
 
 def home_dir(configured: str | None = None) -> Path:
-    path = Path(configured or os.environ.get("CRAWLHUB_HOME") or project_dir() / ".crawlhub")
+    """Where the embedded servers live: CRAWLHUB_HOME, else the project's .crawlhub/ (never outside a project:
+    :class:`NoProject`, rather than new, empty servers in whatever directory the command ran in)."""
+    path = Path(configured or os.environ.get("CRAWLHUB_HOME") or project_dir(required=True) / ".crawlhub")
     path.mkdir(parents=True, exist_ok=True)
     return path.resolve()
 

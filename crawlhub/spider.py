@@ -1,12 +1,17 @@
 """The base spider: seeds from Redis, same-host following.
 
 Follows the scrapy-redis ``RedisSpider`` convention: seeds are read from
-``<spider>:start_urls`` (REDIS_START_URLS_KEY) whenever the worker is idle,
-and a worker with nothing to do waits for more (or closes after
-MAX_IDLE_TIME_BEFORE_CLOSE seconds). Unlike scrapy-redis it is written for
-Scrapy 2.13+'s ``start()``, takes plain URLs without a deprecation warning,
-and puts a bad seed in ``<spider>:bad_seeds`` with its reason instead of
-dropping it.
+``<spider>:start_urls`` (REDIS_START_URLS_KEY, or the spider's ``redis_key``)
+whenever the worker is idle, and a worker with nothing to do waits for more
+(or closes after MAX_IDLE_TIME_BEFORE_CLOSE seconds, or the spider's
+``max_idle_time``). The key may be a list, a set or a sorted set, as with
+scrapy-redis' REDIS_START_URLS_AS_SET / _AS_ZSET. A spider's ``start_urls``
+seed the shared frontier once per crawl (the first worker to start pushes
+them; ``crawlhub reset`` starts a new crawl). Unlike scrapy-redis it is
+written for Scrapy 2.13+'s ``start()``, takes plain URLs without a
+deprecation warning, and puts a bad seed in ``<spider>:bad_seeds`` with its
+reason instead of dropping it. README "Coming from scrapy-redis" lists what
+of scrapy-redis is honoured and what is refused.
 
 A spider for a new domain::
 
@@ -34,9 +39,10 @@ from scrapy.exceptions import CloseSpider, DontCloseSpider
 from crawlhub.components import frontier_of
 from crawlhub.connection import REDIS_ERRORS, get_redis
 from crawlhub.frontier.keys import Keys
+from crawlhub.habits import ATTRIBUTES
 from crawlhub.meta import SEED_HOST
 from crawlhub.revisit.sitemaps import SitemapMixin
-from crawlhub.seeds import BadSeed, parse_seed
+from crawlhub.seeds import BadSeed, WrongSeedKey, parse_seed, pop_seeds, push_seeds
 
 IDLE_CHECK_GAP = 15.0  # seconds between idle checks beyond which the worker was not running
 # Scrapy's certificate-verifying TLS context (Twisted's recommended one for web clients)
@@ -64,6 +70,14 @@ class CrawlhubSpider(SitemapMixin, Spider):
         and the environment are in; Scrapy's ``update_settings`` runs before them)."""
 
     @classmethod
+    def update_settings(cls, settings) -> None:
+        super().update_settings(settings)
+        for attribute, name in ATTRIBUTES.items():  # scrapy-redis' (the spider's value wins, as there)
+            value = getattr(cls, attribute, None)
+            if value is not None:
+                settings.set(name, value, "spider")
+
+    @classmethod
     def from_crawler(cls, crawler, *args, **kwargs):
         spider = super().from_crawler(crawler, *args, **kwargs)
         spider.setup_seeds(crawler)
@@ -85,7 +99,11 @@ class CrawlhubSpider(SitemapMixin, Spider):
         settings = self.crawler.settings
         keys = Keys.for_spider(settings, self.name)
         self.seeds_key, self.bad_seeds_key = keys.seeds, keys.bad_seeds
-        self.seed_batch = settings.getint("SEED_BATCH_SIZE") or settings.getint("CONCURRENT_REQUESTS")
+        self.seed_batch = (settings.getint("SEED_BATCH_SIZE") or settings.getint("REDIS_START_URLS_BATCH_SIZE")
+                           or settings.getint("CONCURRENT_REQUESTS"))
+        self.seeded_key = keys.seeded
+        self.seeds_as = (settings.getbool("REDIS_START_URLS_AS_SET"), settings.getbool("REDIS_START_URLS_AS_ZSET"))
+        self._wrong_key: str | None = None
         self.seed_max_bytes = settings.getint("SEED_MAX_BYTES")
         self.bad_seeds_max = settings.getint("BAD_SEEDS_MAX")
         self.max_idle = settings.getfloat("MAX_IDLE_TIME_BEFORE_CLOSE")
@@ -107,14 +125,41 @@ class CrawlhubSpider(SitemapMixin, Spider):
         self._configure()
         if not self.shared:
             return
+        self.seed_start_urls()
         for request in self.sitemap_requests(self.sitemap_urls):
             yield request
         for request in self.next_seed_requests():
             yield request
 
+    def seed_start_urls(self) -> None:
+        """The spider's ``start_urls``, pushed to its seeds once per crawl for the whole cluster: the first worker
+        to claim ``<spider>:seeded`` pushes them (``crawlhub reset`` deletes it with the rest of the crawl)."""
+        urls = [str(url) for url in getattr(self, "start_urls", None) or ()]
+        if not urls:
+            return
+        claim = json.dumps({"worker": worker_id(), "at": time.time(), "urls": len(urls)})
+        if self.server.set(self.seeded_key, claim, nx=True):
+            how = push_seeds(self.server, self.seeds_key, urls[::-1], *self.seeds_as)  # LPUSH + RPOP: in their order
+            self.logger.info("Seeded the crawl with the spider's %d start_urls (%s %s); every worker reads them from there",
+                             len(urls), how, self.seeds_key)
+            return
+        raw = self.server.get(self.seeded_key)
+        done = json.loads(raw) if raw else {}
+        self.logger.info("start_urls: already seeded for this crawl by %s at %s (they seed a crawl once; `crawlhub reset "
+                         "%s` starts a new crawl)", done.get("worker", "another worker"),
+                         time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(done.get("at", 0))), self.name)
+
     def next_seed_requests(self) -> Iterator[Request]:
-        """Pop a batch of seeds (FIFO) and turn them into requests."""
-        raws = self.server.rpop(self.seeds_key, self.seed_batch) or []
+        """Pop a batch of seeds (FIFO from a list) and turn them into requests."""
+        try:
+            raws = pop_seeds(self.server, self.seeds_key, self.seed_batch)
+        except WrongSeedKey as exc:  # one clear line per worker; the worker waits for the key to be fixed
+            if self._wrong_key != exc.kind:
+                self.logger.error("%s; this worker reads no seeds until then", exc)
+                self._wrong_key = exc.kind
+            self.crawler.stats.set_value("seeds/wrong_key_type", exc.kind)
+            return
+        self._wrong_key = None
         for raw in raws:
             try:
                 yield self.make_request_from_seed(raw)

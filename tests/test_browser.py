@@ -43,6 +43,7 @@ def test_js_page_needs_the_browser_and_quotes_js_matches_quotes(env, site, redis
     browser_quotes = stored_quotes(mongo_db)
     assert len(browser_quotes) == 12
     assert "'browser/pages/" in worker.log() and "Browser: " in worker.log()
+    assert worker.log().count("Browser: ") == 1, "one browser line per worker, not one per scheme's handler"
 
     plain_db = mongo_db.client[mongo_db.name + "_plain"]
     redis_client.lpush("quotes:start_urls", f"{shop.url}/")

@@ -71,6 +71,7 @@ def test_scrapy_check_runs_contracts_and_shell_stays_off_the_frontier(env, site,
     shell = scrapy(env, "shell", f"{shop.url}/", "-c", "response.status")
     assert shell.returncode == 0 and shell.stdout.strip() == "200", shell.stderr[-3000:]
     assert "cannot be stored as JSON" not in shell.stderr
+    assert "Storing items in MongoDB" not in shell.stderr, "the shell stores nothing, and says nothing of storing"
     assert redis_client.keys("*") == [], "check and shell never write to the shared Redis"
 
 
@@ -251,6 +252,7 @@ def test_an_oversized_page_goes_to_the_dlq_with_the_reason(env, site, redis_clie
     (letter,) = [json.loads(r) for r in redis_client.lrange("generic:dlq", 0, -1)]
     assert letter["url"] == f"{shop.url}/huge" and "larger than download max size" in letter["error"], letter["error"]
     assert redis_client.zcard("generic:inflight") == 0
+    assert "Traceback" not in worker.log(), "the dead-letter line says it all: no traceback after it"
 
 
 def test_a_lease_that_keeps_expiring_reaches_the_dlq(env, site, redis_client, tmp_path):

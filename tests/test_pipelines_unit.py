@@ -138,3 +138,11 @@ def test_dedupe_memory_is_bounded():
     for page in range(1000):
         dedupe.process_item(on_page(valid_product(id=str(page)), page))
     assert len(dedupe.pages) == 10
+
+
+def test_a_refused_item_is_named_by_its_type_and_page():
+    from crawlhub.items import Page, item_meta
+
+    assert item_meta(Page(url="https://a.test/")).described() == "a pages item (Page)"
+    assert item_meta({"url": "https://a.test/"}).described() == "a dict item for collection 'items'"
+    assert item_meta({"_collection": "rows"}).described() == "a dict item for collection 'rows'"

@@ -1,5 +1,13 @@
-"""`scrapy crawl` that first checks what would make a worker fail at once (see crawlhub.commands):
-Redis answers (address, password), and this worker's duplicate-filter settings are those of the crawl."""
+"""`scrapy crawl` that first checks what would make a worker fail at once, or crawl wrongly without a word
+(see crawlhub.commands): each problem is one line on stderr and exit code 2, before anything is fetched.
+
+* Redis answers (address, password; a malformed REDIS_URL is named);
+* this worker's duplicate-filter settings are those of the crawl;
+* scrapy-redis settings crawlhub cannot honour (crawlhub.habits);
+* the spider's revisit durations parse (docs/revisit.md);
+* MongoDB answers, when MONGO_URI names one and the MongoDB pipeline is on (the embedded one starts with the
+  worker): a worker that cannot store would fetch pages for nothing.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +15,16 @@ import sys
 
 from scrapy.commands.crawl import Command as _Base
 
-from crawlhub.addon import apply_spider, install
-from crawlhub.connection import Unreachable, connect_redis
+from crawlhub.addon import worker_settings
+from crawlhub.connection import BadURL, Unreachable, check_mongo, connect_redis
 from crawlhub.frontier.dupefilter import FilterMismatch, make_filter
+from crawlhub.revisit.policy import BadDuration, RevisitPolicy
+
+MONGO_PIPELINE = "crawlhub.pipelines.mongo.MongoPipeline"
+
+
+class Refused(Exception):
+    """A setting crawlhub cannot honour; the message says which and what to use instead."""
 
 
 class Command(_Base):
@@ -17,7 +32,7 @@ class Command(_Base):
         if self.settings.getbool("CRAWLHUB_SHARED", True) and args:
             try:
                 self.preflight(args[0])
-            except (Unreachable, FilterMismatch) as exc:
+            except (Unreachable, FilterMismatch, BadURL, BadDuration, Refused) as exc:
                 print(f"crawlhub: {exc}", file=sys.stderr)
                 self.exitcode = 2
                 return
@@ -28,12 +43,15 @@ class Command(_Base):
             spidercls = self.crawler_process.spider_loader.load(spider_name)
         except KeyError:
             return  # Scrapy says so itself
-        settings = self.settings.copy()  # as the crawl will have them: the spider's, then crawlhub's
-        spidercls.update_settings(settings)
-        install(settings)
-        apply_spider(settings, spidercls)
+        settings = worker_settings(self.settings, spidercls)  # as the crawl will have them
+        refused = settings.getlist("CRAWLHUB_REFUSED")
+        if refused:
+            raise Refused("\ncrawlhub: ".join(refused))
+        RevisitPolicy.for_spider(spidercls, settings)
         server = connect_redis(settings)
         try:
             make_filter(server, settings, settings.get("SCHEDULER_DUPEFILTER_KEY") % {"spider": spider_name})
         finally:
             server.close()
+        if settings.get("MONGO_URI") and settings.getdict("ITEM_PIPELINES").get(MONGO_PIPELINE) is not None:
+            check_mongo(settings)

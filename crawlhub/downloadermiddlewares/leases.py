@@ -7,6 +7,11 @@ download errors that the retry middleware did not take) reaches its
 sends it to the dead-letter queue with the error. (Exceptions raised in a
 ``process_response`` reach no ``process_exception``: crawlhub's redirect
 middlewares end their leases themselves.)
+
+A dead-lettered request without an errback ends as :class:`DeadLettered` (an
+IgnoreRequest): the dead-letter line says what failed and where the request
+went, and Scrapy's own "Error downloading" traceback would only repeat it.
+A request with an errback gets the original failure, as always.
 """
 
 from __future__ import annotations
@@ -15,6 +20,10 @@ from scrapy.exceptions import IgnoreRequest
 
 from crawlhub._utils.errors import download_failure_text
 from crawlhub.components import frontier_of
+
+
+class DeadLettered(IgnoreRequest):
+    """A download failed for good and its request is in the dead-letter list (the message says why)."""
 
 
 class LeaseDownloaderMiddleware:
@@ -31,7 +40,9 @@ class LeaseDownloaderMiddleware:
             return None
         if isinstance(exception, IgnoreRequest):
             frontier.dropped(request, str(exception) or type(exception).__name__)
-        else:
-            frontier.dead_letter(request, error=download_failure_text(
-                exception, request, self.crawler.settings.getint("DOWNLOAD_MAXSIZE")))
+            return None
+        reason = download_failure_text(exception, request, self.crawler.settings.getint("DOWNLOAD_MAXSIZE"))
+        frontier.dead_letter(request, error=reason)
+        if request.errback is None:  # the dead-letter line said it all: no second ERROR with a traceback
+            raise DeadLettered(reason)
         return None

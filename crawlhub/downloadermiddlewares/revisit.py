@@ -54,7 +54,9 @@ def stored_request(payload: bytes) -> str:
 class RevisitMiddleware(FrontierMiddleware):
     def __init__(self, crawler):
         super().__init__(crawler)
-        self.policy = RevisitPolicy()
+        # a bad `revisit` on the spider class stops the worker here, before it crawls (never a crawl that
+        # silently runs once); spider_opened reads it again from the spider (an argument may set it)
+        self.policy = RevisitPolicy.for_spider(crawler.spidercls, crawler.settings)
         crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
 
     def spider_opened(self, spider) -> None:

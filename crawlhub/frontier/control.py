@@ -20,6 +20,7 @@ from crawlhub.frontier.keys import Keys
 from crawlhub.frontier.operations import queued_per_domain
 from crawlhub.frontier.partitions import Partitions
 from crawlhub.frontier.records import DeadLetter
+from crawlhub.seeds import push_seeds
 
 
 def pause(server: redis.Redis, keys: Keys) -> None:
@@ -90,7 +91,7 @@ def bad_seeds(server: redis.Redis, keys: Keys, limit: int = -1) -> list[tuple[by
 def requeue_bad_seed(server: redis.Redis, keys: Keys, raw: bytes) -> bool:
     """Push a refused seed back to the seeds as it was given (after the spider or its settings were fixed),
     first pushed, then taken off the list (a crash in between leaves it in both, never in neither)."""
-    server.lpush(keys.seeds, json.loads(raw)["seed"])
+    push_seeds(server, keys.seeds, [json.loads(raw)["seed"]])
     return bool(server.lrem(keys.bad_seeds, 1, raw))  # type: ignore[arg-type]  # bytes are fine
 
 

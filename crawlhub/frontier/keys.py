@@ -166,6 +166,7 @@ class Keys:
     epoch: str
     incidents: str  # list: what workers saw go wrong with the frontier itself (it vanished), newest first
     ready: str  # zset (tagged only): partition -> when it may next have a request ready (a hint)
+    seeded: str  # JSON {worker, at, urls}: the spider's start_urls were pushed to its seeds for this crawl (once)
     partitions: int = 1
     tagged: bool = False
     queue_key: str = ""  # SCHEDULER_QUEUE_KEY, expanded (untagged partition's queue prefix)
@@ -200,6 +201,7 @@ class Keys:
             epoch=f"{spider}:epoch",
             incidents=f"{spider}:incidents",
             ready=f"{spider}:ready",
+            seeded=f"{spider}:seeded",
             partitions=count,
             tagged=count > 1 or cluster,
             queue_key=str(settings.get("SCHEDULER_QUEUE_KEY", "%(spider)s:requests")) % {"spider": spider},

@@ -47,6 +47,7 @@ from crawlhub.frontier.dupefilter import Filter
 from crawlhub.frontier.keys import Keys
 from crawlhub.frontier.operations import FrontierOps, partition_counts, per_partition, queued_per_domain
 from crawlhub.frontier.records import DeadLetter, EnqueueOp, ExpiredLease, Finish, Tick, lease_domain, text
+from crawlhub.seeds import WrongSeedKey, count_seeds
 
 
 @dataclass
@@ -377,7 +378,11 @@ class Partitions:
 
     def counts(self) -> dict[str, int]:
         counts = partition_counts(self.server, self.keys.parts)
-        return {"seeds": int(self.server.llen(self.keys.seeds)), **counts}
+        try:
+            seeds = count_seeds(self.server, self.keys.seeds)
+        except WrongSeedKey:  # the spider says so when it reads seeds; none can be read from it
+            seeds = 0
+        return {"seeds": seeds, **counts}
 
 
 class LayoutMismatch(RuntimeError):

@@ -95,6 +95,10 @@ class RedisScheduler(BaseScheduler):
         if counts["queued"] or counts["inflight"] or counts["delayed"]:
             logger.info("Joining a crawl in progress: %(queued)d queued, %(inflight)d in flight, %(delayed)d waiting to retry",
                         counts, extra={"spider": spider})
+        elif counts.get("seen"):  # a finished crawl run again: its URLs are duplicates now, say so before it looks lost
+            logger.info("This crawl has already seen %d URLs (its shared duplicate filter remembers them across runs): "
+                        "their requests are dropped as duplicates; `crawlhub reset %s` starts a new crawl",
+                        counts["seen"], spider.name, extra={"spider": spider})
 
     def _frontier_lost(self, why: str) -> None:
         """The shared frontier vanished: this worker's crawl ends as "frontier_lost", never as "finished"."""
@@ -107,6 +111,10 @@ class RedisScheduler(BaseScheduler):
         self.upkeep.stop()
         self.warden.sweep()  # a lease whose request already left Scrapy ends as it should, not given back
         self.frontier.close()
+        dropped = self.stats.get_value("dupefilter/filtered", 0)
+        if dropped:
+            logger.info("The shared duplicate filter dropped %d requests to URLs this crawl had already seen (in this run "
+                        "or an earlier one: it remembers every URL until `crawlhub reset %s`)", dropped, self.spider.name)
         if self.local:
             logger.error(
                 "Closing with %d requests that could not be stored as JSON, still pending: %s",

@@ -57,7 +57,7 @@ from crawlhub import services
 from crawlhub import signals as crawlhub_signals
 from crawlhub.components import frontier_of
 from crawlhub.config import redact_url
-from crawlhub.connection import get_mongo
+from crawlhub.connection import get_mongo, mongo_error
 from crawlhub.frontier.client import FrontierClient
 from crawlhub.items import BOOKKEEPING_FIELDS, VOLATILE_FIELDS, ItemMeta, cycle_field, is_empty, item_meta
 from crawlhub.pipelines.validate import InvalidItem
@@ -196,13 +196,14 @@ class MongoWriter:
 
     def refusal(self, meta: ItemMeta, doc: dict, reason: str) -> dict:
         """The quarantine record of a document MongoDB refused: the document described, never too large itself."""
-        logger.warning("MongoDB refused a %s item from %s (%s): quarantined in %s",
-                       meta.collection, doc.get("source_url"), reason, self.quarantine)
+        source = doc.get("source_url") or doc.get("url")
+        logger.warning("MongoDB refused %s from %s (%s): quarantined in %s", meta.described(),
+                       source or "a page the item does not name (no source_url or url)", reason, self.quarantine)
         return {
             "collection": meta.collection,
             "item": describe(doc),
             "reasons": [reason],
-            "source_url": doc.get("source_url"),
+            "source_url": source,
             "spider": self.spider,
             "quarantined_at": datetime.now(timezone.utc),
         }
@@ -426,14 +427,14 @@ class MongoPipeline:
                 frontier.flush_failed(leases)
                 frontier.status_updates_failed(statuses)
             self.failures += 1
-            self.last_error = f"{type(exc).__name__}: {str(exc)[:300]}"
+            self.last_error = mongo_error(exc)
             self.retry_at = time.monotonic() + min(0.5 * 2 ** (self.failures - 1), 30.0)
             self.unreachable = isinstance(exc, ConnectionFailure)
             self.crawler.stats.inc_value("mongo/write_errors")
             log = logger.error if self.failures == 1 or self.failures % 10 == 0 else logger.debug
             log(
-                "MongoDB write of %d items failed (%s: %s); keeping them for the next flush (failure %d in a row)",
-                len(batch), type(exc).__name__, str(exc)[:300], self.failures,
+                "MongoDB write of %d items failed (%s); keeping them for the next flush (failure %d in a row)",
+                len(batch), self.last_error, self.failures,
             )
             return False
         del self.buffer[: len(batch)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -168,3 +169,30 @@ class IgnoringMiddleware:
         if request.url.endswith("/ignored"):
             raise IgnoreRequest("this project does not want /ignored")
         return response
+
+
+class HabitSpider(CrawlhubSpider):
+    """scrapy-redis habits: its own seeds key (``redis_key``), its own batch size and idle time, and
+    ``start_urls`` (from T_START_URLS, the test site's address) that seed the shared frontier once per crawl."""
+
+    name = "t_habit"
+    redis_key = "%(name)s:custom_seeds"
+    redis_batch_size = 3
+    max_idle_time = 2
+    start_urls = os.environ.get("T_START_URLS", "").split()
+
+    def parse(self, response):
+        yield Page(url=response.url, title=response.css("title::text").get(), status=response.status,
+                   source_url=response.url)
+        for href in response.css("a::attr(href)").getall():
+            yield response.follow(href, callback=self.parse)
+
+
+class BadRevisitSpider(CrawlhubSpider):
+    """A revisit interval that is not a duration: the worker must not start."""
+
+    name = "t_bad_revisit"
+    revisit = "2x"
+
+    def parse(self, response):
+        yield Page(url=response.url, status=response.status, source_url=response.url)
