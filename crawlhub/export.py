@@ -25,7 +25,10 @@ from typing import IO, Any
 from crawlhub.items import BOOKKEEPING_FIELDS
 
 FORMATS = ("jsonl", "json", "csv", "xml")
-EXTENSIONS = {"jsonl": "jsonl", "jsonlines": "jsonl", "ndjson": "jsonl", "json": "json", "csv": "csv", "xml": "xml"}
+# a format's names, as Scrapy's feed exports know them (FEED_EXPORTERS: jsonlines, jsonl, jl), plus ndjson
+EXTENSIONS = {"jsonl": "jsonl", "jsonlines": "jsonl", "jl": "jsonl", "ndjson": "jsonl", "json": "json", "csv": "csv",
+              "xml": "xml"}
+NOT_OFFERED = ("marshal", "pickle")  # Scrapy's Python-only formats: not for data leaving Python
 BATCH = 500  # documents per cursor batch: bounds the memory an export holds
 HISTORY_FIELDS = ("at", "collection", "key", "field", "old", "new", "url", "spider")
 AGES = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -35,15 +38,40 @@ class ExportError(Exception):
     """Nothing to export, or a request that cannot be met: the message says what and where."""
 
 
-def format_for(output: str | None, fmt: str | None) -> str:
-    """The format asked for, else the one the output file's extension names, else jsonl."""
+def format_for(output: str | None, fmt: str | None, strict: bool = False) -> str:
+    """The format asked for, else the one the output file's extension names, else jsonl. ``strict`` (the
+    command): as Scrapy's ``-o`` does, a file whose extension names no format is refused (ExportError), and so is
+    an unknown format name; standard output is jsonl unless a format is given."""
     if fmt:
-        return EXTENSIONS.get(fmt.lower(), fmt.lower())
+        name = fmt.lower()
+        if strict and name not in EXTENSIONS:
+            raise ExportError(_unknown(name))
+        return EXTENSIONS.get(name, name)
     if output and output != "-" and "." in output:
         ext = output.rsplit(".", 1)[1].lower()
         if ext in EXTENSIONS:
             return EXTENSIONS[ext]
+    if strict and output and output != "-":
+        ext = output.rsplit(".", 1)[1] if "." in output.rsplit("/", 1)[-1] else ""
+        raise ExportError(_unknown(ext) if ext else f"{output!r} has no extension to take the format from: give one "
+                          f"({', '.join(sorted(EXTENSIONS))}), or the format after a colon ({output}:jsonl) or with -t")
     return "jsonl"
+
+
+def split_output(output: str) -> tuple[str, str | None]:
+    """``-o URI:FORMAT``, as Scrapy's command line takes it: the path and the format, when what follows the last
+    colon is a format's name (else the whole of ``output`` is the path)."""
+    path, sep, name = output.rpartition(":")
+    if sep and path and (name.lower() in EXTENSIONS or name.lower() in NOT_OFFERED):
+        return path, name
+    return output, None
+
+
+def _unknown(name: str) -> str:
+    if name in NOT_OFFERED:
+        return f"format {name!r} is Python-only (Scrapy has it, crawlhub export does not): use one of {', '.join(FORMATS)}"
+    return (f"unrecognized output format {name!r}: use one of {', '.join(sorted(EXTENSIONS))}, as the file's extension, "
+            f"after a colon at the end of the output (-o FILE:FORMAT) or with -t FORMAT")
 
 
 def parse_since(text: str, now: datetime | None = None) -> datetime:
@@ -157,6 +185,32 @@ def plan(db, spider: str, *, collection: str | None = None, since: datetime | No
                           f"no item of spider {spider!r}{_since(since)}{gone}")
     drop = set() if meta else set(BOOKKEEPING_FIELDS) - ({"gone_at"} if include_gone else set())
     return Plan(db.name, spider, False, queries, sum(counts.values()), frozenset(drop | {"_id"}))
+
+
+def missing_fields(db, export_plan: Plan, fields: list[str]) -> dict[str, str]:
+    """Of ``fields``, those no exported document would have, each with why (an export that silently wrote an empty
+    column would hide a typo)."""
+    missing = {}
+    for name in fields:
+        if name in export_plan.drop:
+            missing[name] = "a field of the store's own bookkeeping: add --meta to export it"
+            continue
+        if export_plan.history and name in HISTORY_FIELDS:
+            continue
+        if not any(db[collection].find_one({**query, name: {"$exists": True}}, {"_id": 1})
+                   for collection, query in export_plan.queries):
+            missing[name] = "no exported item has it"
+    return missing
+
+
+def fields_of(db, export_plan: Plan, most: int = 100) -> list[str]:
+    """The fields of the first ``most`` documents to export (what an error suggests instead of a missing field)."""
+    seen: dict[str, None] = {}
+    for n, doc in enumerate(export_plan.documents(db)):
+        seen.update(dict.fromkeys(doc))
+        if n + 1 >= most:
+            break
+    return list(seen)
 
 
 def _since(since: datetime | None) -> str:

@@ -23,13 +23,32 @@ from __future__ import annotations
 import click
 
 from crawlhub.cli import antiblocking, control, dlq, export, limits, partitions, quality, revisit, services, ui, watch
-from crawlhub.cli._common import known_spiders
+from crawlhub.cli._common import BadInput, known_spiders
 from crawlhub.ops import spider_keys
 
 __all__ = ["known_spiders", "main", "spider_keys"]
 
 
-@click.group()
+class Commands(click.Group):
+    """The command group; what no command catches of a bad set-up ends as one line, wherever it was found:
+    no project here, a malformed REDIS_URL or MONGO_URI (exit code 2), an embedded server that cannot start (3)."""
+
+    def invoke(self, ctx: click.Context):
+        from crawlhub.cli._common import ServiceDown
+        from crawlhub.connection import BadURL
+        from crawlhub.services import NoProject, ServiceError
+
+        try:
+            return super().invoke(ctx)
+        except (BadURL, NoProject) as exc:
+            raise BadInput(str(exc)) from None
+        except ServiceError as exc:  # an embedded server that cannot start
+            raise ServiceDown(str(exc)) from None
+
+
+@click.group(cls=Commands)
+@click.version_option(package_name="crawlhub", prog_name="crawlhub",
+                      message="%(prog)s %(version)s (Scrapy " + __import__("scrapy").__version__ + ")")
 def main() -> None:
     """crawlhub: a distributed Scrapy crawl on one Redis frontier."""
 

@@ -8,7 +8,7 @@ from scrapy.settings import Settings
 
 from crawlhub import services
 from crawlhub._utils.urls import domain_of
-from crawlhub.addon import tool_settings
+from crawlhub.addon import tool_settings, worker_settings
 from crawlhub.frontier.keys import Keys
 
 
@@ -24,19 +24,32 @@ class BadInput(click.ClickException):
     exit_code = 2
 
 
-def settings() -> Settings:
-    return tool_settings()
+def settings(spider: str | None = None) -> Settings:
+    """The project's settings; with ``spider``, as that spider's workers have them (its ``custom_settings`` and
+    ``redis_key``: the keys it reads), when the project has it."""
+    current = tool_settings()
+    if spider is None:
+        return current
+    from scrapy.spiderloader import get_spider_loader
+
+    try:
+        spidercls = get_spider_loader(current).load(spider)
+    except KeyError:  # a spider the project no longer has (its leftovers): the project's settings
+        return current
+    return worker_settings(current, spidercls)  # type: ignore[return-value]
 
 
 def connect() -> redis.Redis:
     """Redis, or exit 3 with why (the CLI waits at most 3 s for it)."""
-    from crawlhub.connection import Unreachable, connect_redis
+    from crawlhub.connection import BadURL, Unreachable, connect_redis
 
     current = settings()
     current.set("REDIS_STARTUP_WAIT", min(current.getfloat("REDIS_STARTUP_WAIT"), 3))
     current.set("REDIS_RETRIES", min(current.getint("REDIS_RETRIES"), 2))
     try:
         return connect_redis(current)
+    except (BadURL, services.NoProject) as exc:
+        raise BadInput(str(exc)) from None
     except (Unreachable, services.ServiceError) as exc:
         raise ServiceDown(str(exc)) from None
 
@@ -45,7 +58,7 @@ def keys(spider: str, server: redis.Redis | None = None) -> Keys:
     """The spider's keys, its frontier's partitions as recorded in Redis (``server``, else a new connection)."""
     from crawlhub.frontier.partitions import frontier_keys
 
-    return frontier_keys(server if server is not None else connect(), settings(), spider)
+    return frontier_keys(server if server is not None else connect(), settings(spider), spider)
 
 
 def known_spiders(project_settings: Settings) -> list[str]:
@@ -58,6 +71,10 @@ def spider_name(name: str) -> str:
     """The spider name, if the project has such a spider (else exit 2 with the list)."""
     known = known_spiders(settings())
     if name not in known:
+        try:
+            services.project_dir(required=True)
+        except services.NoProject as exc:
+            raise BadInput(f"unknown spider {name!r}: {exc}") from None
         raise BadInput(f"unknown spider {name!r}; this project's spiders: {', '.join(known)}")
     return name
 

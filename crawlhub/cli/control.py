@@ -10,7 +10,7 @@ import click
 
 from crawlhub.cli._common import BadInput, check_spider, connect, keys, settings, shown_seed, spider_or_leftover
 from crawlhub.frontier import control
-from crawlhub.seeds import BadSeed, parse_seed
+from crawlhub.seeds import BadSeed, WrongSeedKey, parse_seed, push_seeds
 
 
 @click.command()
@@ -20,7 +20,7 @@ from crawlhub.seeds import BadSeed, parse_seed
 @click.option("--priority", type=int, help="Priority of the seeds (a URL becomes {\"url\": ..., \"priority\": N}).")
 def seed(spider: str, seeds: tuple[str, ...], file: IO[str] | None, priority: int | None) -> None:
     """Push SEEDS (URLs or JSON objects) to SPIDER's start_urls; all are checked first, and none is pushed if one is bad."""
-    current = settings()
+    current = settings(spider)
     raws = list(seeds) + ([line.strip() for line in file if line.strip() and not line.startswith("#")] if file else [])
     if not raws:
         raise BadInput("no seeds given (arguments or --file)")
@@ -39,8 +39,12 @@ def seed(spider: str, seeds: tuple[str, ...], file: IO[str] | None, priority: in
             click.echo(line, err=True)
         raise BadInput(f"{len(bad)} of {len(raws)} seed(s) refused; nothing pushed")
     key = keys(spider).seeds
-    connect().lpush(key, *good)
-    click.echo(f"pushed {len(good)} seed(s) to {key}")
+    try:
+        how = push_seeds(connect(), key, good, current.getbool("REDIS_START_URLS_AS_SET"),
+                         current.getbool("REDIS_START_URLS_AS_ZSET"))
+    except WrongSeedKey as exc:
+        raise click.ClickException(f"nothing pushed: {exc}") from None
+    click.echo(f"pushed {len(good)} seed(s) to {key} ({how})")
 
 
 @click.command("bad-seeds")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import sys
 import time
 from contextlib import contextmanager
@@ -10,16 +11,28 @@ from contextlib import contextmanager
 import click
 
 from crawlhub.cli._common import BadInput, ServiceDown, known_spiders, settings
-from crawlhub.export import FORMATS, ExportError, export, format_for, parse_since, plan
+from crawlhub.export import (
+    FORMATS,
+    ExportError,
+    export,
+    fields_of,
+    format_for,
+    missing_fields,
+    parse_since,
+    plan,
+    split_output,
+)
 
 
 @click.command("export")
 @click.argument("spider")
-@click.option("-o", "--output", default="-", show_default=True, help="The file to write; - = standard output.")
-@click.option("-t", "--format", "fmt", type=click.Choice([*FORMATS, "jsonlines"], case_sensitive=False),
-              help="Feed format [default: from --output's extension, else jsonl].")
+@click.option("-o", "--output", default="-", show_default=True,
+              help="Where to write: a file (FILE or FILE:FORMAT, as `scrapy crawl -o` takes it), a FIFO or a device "
+                   "(streamed to), or - for standard output.")
+@click.option("-t", "--format", "fmt", type=click.Choice([*FORMATS, "jsonlines", "jl", "ndjson"], case_sensitive=False),
+              help="Feed format [default: after FILE's colon, else from FILE's extension; jsonl on standard output].")
 @click.option("--collection", help="Only this collection [default: every collection holding SPIDER's items].")
-@click.option("--fields", help="Comma-separated fields to write, in this order (CSV: its columns).")
+@click.option("--fields", help="Comma-separated fields to write, in this order (CSV: its columns); each must exist.")
 @click.option("--since", help="Only items stored or changed since: ISO 8601 (2026-11-20, 2026-11-20T08:00Z) or an age (30m, 6h, 2d).")
 @click.option("--include-gone", is_flag=True, help="Also items a recrawl found gone (with their gone_at).")
 @click.option("--history", is_flag=True, help="The change records (field, old, new, at) instead of the items.")
@@ -29,64 +42,132 @@ def export_command(spider: str, output: str, fmt: str | None, collection: str | 
                    since: str | None, include_gone: bool, history: bool, meta: bool, progress: bool | None) -> None:
     """Write SPIDER's stored items (or with --history their changes) as jsonl, json, csv or xml, through Scrapy's
     item exporters: the files `scrapy crawl -O` writes. Streams: constant memory on any size. SPIDER may be
-    one the project no longer has, if its items are still stored."""
+    one the project no longer has, if its items are still stored. A regular file is replaced only once the
+    export is complete; anything else (a FIFO, a device, a symlink to one) is written to as it is."""
     from pymongo.errors import PyMongoError
 
     from crawlhub.config import redact_url
-    from crawlhub.connection import get_mongo
-    from crawlhub.services import ServiceError
+    from crawlhub.connection import get_mongo, mongo_error
+    from crawlhub.services import NoProject, ServiceError
 
     current = settings()
-    fmt = format_for(output, fmt)
-    try:
+    path, named = split_output(output)
+    try:  # everything the user typed is checked before MongoDB is read or a file touched
+        check_destination(path)
+        # a FIFO or a device named without an extension is standard output's kind of destination: jsonl
+        streamed = path != "-" and _streams_to(path) and "." not in os.path.basename(path)
+        fmt = format_for("-" if streamed else path, fmt or named, strict=True)
         since_at = parse_since(since) if since else None
     except ExportError as exc:
         raise BadInput(str(exc)) from None
     wanted = [f.strip() for f in fields.split(",") if f.strip()] if fields else None
     uri = current.get("MONGO_URI") or "the embedded MongoDB"
     show = progress if progress is not None else sys.stderr.isatty()
+    client = None
     try:
         client = get_mongo(current, 5000)
         db = client[current.get("MONGO_DATABASE")]
-        export_plan = plan(db, spider, collection=collection, since=since_at, include_gone=include_gone,
-                           history=history, meta=meta, changes=current.get("CHANGES_COLLECTION"),
-                           excluded=(current.get("MONGO_QUARANTINE_COLLECTION"), current.get("STATUS_COLLECTION")),
-                           count=show)
+        try:
+            export_plan = plan(db, spider, collection=collection, since=since_at, include_gone=include_gone,
+                               history=history, meta=meta, changes=current.get("CHANGES_COLLECTION"),
+                               excluded=(current.get("MONGO_QUARANTINE_COLLECTION"), current.get("STATUS_COLLECTION")),
+                               count=show)
+        except ExportError as exc:
+            known = known_spiders(current)
+            if spider not in known:  # a name the project does not have, and nothing stored under it: bad input
+                raise BadInput(f"{exc} (this project has no spider {spider!r}; its spiders: {', '.join(known)})") from None
+            raise click.ClickException(str(exc)) from None
+        if wanted:
+            missing = missing_fields(db, export_plan, wanted)
+            if missing:
+                have = ", ".join(fields_of(db, export_plan))
+                raise BadInput("; ".join(f"--fields {name!r}: {why}" for name, why in missing.items()) +
+                               f" (the items have: {have}); nothing written")
         started = time.monotonic()
-        with _progress(show, export_plan.total) as step, _opened(output) as out:
+        with _progress(show, export_plan.total) as step, _opened(path) as out:
             written = export(db, export_plan, fmt, out, wanted, step, current.get("FEED_EXPORT_ENCODING") or "utf-8",
                              current.getint("FEED_EXPORT_INDENT") or None)
-    except ExportError as exc:
-        known = known_spiders(current)
-        hint = "" if spider in known else f" (this project has no spider {spider!r}; its spiders: {', '.join(known)})"
-        raise click.ClickException(f"{exc}{hint}") from None
+    except NoProject as exc:
+        raise BadInput(str(exc)) from None
     except (PyMongoError, ServiceError) as exc:
-        raise ServiceDown(f"cannot read MongoDB at {redact_url(uri)}: {type(exc).__name__}: "
-                          f"{str(exc).splitlines()[0][:300]}") from None
+        raise ServiceDown(f"cannot read MongoDB at {redact_url(uri)}: {mongo_error(exc)}") from None
+    finally:
+        if client is not None:
+            client.close()
     what = "change record(s)" if history else "item(s)"
-    where = "standard output" if output == "-" else output
+    where = "standard output" if path == "-" else path
     took = time.monotonic() - started
     click.echo(f"exported {written} {what} of {spider} from {export_plan.database}."
                f"{','.join(name for name, _ in export_plan.queries)} to {where} as {fmt} in {took:.1f}s", err=True)
 
 
-@contextmanager
-def _opened(output: str):
-    """The binary stream to write to: stdout, or ``output``.part renamed to ``output`` once complete
-    (an export that fails leaves no file that looks whole)."""
-    if output == "-":
-        yield sys.stdout.buffer
-        sys.stdout.buffer.flush()
-        return
-    partial = f"{output}.part"
+def _streams_to(path: str) -> bool:
+    """Whether ``path`` (through any symlink) is something written to as it is: a FIFO, a device, a socket."""
     try:
-        with open(partial, "wb") as out:
-            yield out
-    except BaseException:
-        if os.path.exists(partial):
+        mode = os.stat(path).st_mode  # through symlinks (one to /proc/self/fd/1 is a pipe)
+    except OSError:
+        return False
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
+def check_destination(path: str) -> None:
+    """ExportError when ``path`` cannot be written (before anything is read): a directory, a missing directory, no
+    permission. A symlink is judged by what it points to."""
+    if path == "-":
+        return
+    if os.path.isdir(path):
+        raise ExportError(f"-o {path}: is a directory; give a file name in it ({os.path.join(path, 'items.jsonl')})")
+    if os.path.exists(path):
+        if not os.access(path, os.W_OK):
+            raise ExportError(f"-o {path}: permission denied (cannot write to it)")
+        if _streams_to(path):
+            return  # a FIFO, a device, a socket: written to as it is
+    target = os.path.realpath(path)
+    folder = os.path.dirname(target) or "."
+    if not os.path.isdir(folder):
+        raise ExportError(f"-o {path}: directory {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ExportError(f"-o {path}: cannot create files in {folder} (permission denied)")
+
+
+@contextmanager
+def _opened(path: str):
+    """The binary stream to write to, and what happens when writing fails.
+
+    * ``-``: standard output;
+    * a regular file (or none yet): ``<file>.part`` beside it, renamed over it once complete, so an export that fails
+      leaves no file that looks whole and the old one as it was; a symlink's target is replaced, the link kept;
+    * anything else (a FIFO, a character device, a symlink to a pipe): opened and written to, never replaced.
+
+    A write that fails (a full disk, a closed pipe) ends the command with one line (exit 1), the ``.part`` removed.
+    """
+    target = "-" if path == "-" else path
+    partial = None
+    try:
+        if target == "-":
+            yield sys.stdout.buffer
+            sys.stdout.buffer.flush()
+        elif _streams_to(path):
+            with open(path, "wb") as out:
+                yield out
+        else:
+            target = os.path.realpath(path)  # a symlink's target is replaced, the link kept
+            partial = f"{target}.part"
+            with open(partial, "wb") as out:
+                yield out
+            os.replace(partial, target)
+            partial = None
+    except BrokenPipeError:
+        if target == "-":  # `crawlhub export X | head`: the reader had enough; no flush error at exit
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise click.ClickException(f"export stopped: the reader of {'standard output' if target == '-' else path} "
+                                   "closed it before the end") from None
+    except OSError as exc:
+        raise click.ClickException(f"writing {'standard output' if target == '-' else path} failed: "
+                                   f"{exc.strerror or exc}; {'nothing was left behind' if partial else 'the output is incomplete'}") from None
+    finally:
+        if partial and os.path.exists(partial):
             os.unlink(partial)
-        raise
-    os.replace(partial, output)
 
 
 @contextmanager

@@ -14,14 +14,14 @@ from crawlhub.revisit.store import StatusStore
 def _store() -> StatusStore:
     from pymongo.errors import PyMongoError
 
-    from crawlhub.connection import get_mongo
+    from crawlhub.connection import get_mongo, mongo_error
 
     current = settings()
     client = get_mongo(current, server_selection_timeout_ms=3000)
     try:
         client.admin.command("ping")
     except PyMongoError as exc:
-        raise ServiceDown(f"cannot reach MongoDB: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}") from None
+        raise ServiceDown(f"cannot reach MongoDB: {mongo_error(exc)}") from None
     return StatusStore(client[current.get("MONGO_DATABASE")][current.get("STATUS_COLLECTION")])
 
 

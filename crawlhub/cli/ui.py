@@ -9,6 +9,8 @@ import click
 
 from crawlhub.cli._common import BadInput, connect, settings
 
+TOKEN_MIN = 16  # characters of CRAWLHUB_UI_TOKEN, at least
+
 
 @click.command("ui")
 @click.option("--host", default="127.0.0.1", show_default=True,
@@ -25,6 +27,9 @@ def ui(host: str, port: int, interval: float) -> None:
     from crawlhub.ui.app import Dashboard, is_loopback, serve
 
     token = os.environ.get("CRAWLHUB_UI_TOKEN", "").strip() or None
+    if token is not None and len(token) < TOKEN_MIN:
+        raise BadInput(f"CRAWLHUB_UI_TOKEN is {len(token)} characters: a token needs at least {TOKEN_MIN} (one that can "
+                       "be guessed guards nothing); make one with: python -c 'import secrets; print(secrets.token_urlsafe(24))'")
     if not is_loopback(host) and not token:
         raise BadInput(f"--host {host} is not a loopback address: anyone who can reach it could pause the crawl. "
                        f"Set CRAWLHUB_UI_TOKEN (a long random string; the page and its API then refuse requests "

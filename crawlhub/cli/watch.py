@@ -8,6 +8,7 @@ import sys
 import time
 
 import click
+import redis
 
 from crawlhub.cli._common import check_spider, connect, keys, known_spiders, settings
 from crawlhub.ops import (
@@ -33,10 +34,17 @@ def status(spider: str | None, as_json: bool, watch: bool, interval: float) -> N
     """The crawl of SPIDER (or of every spider with a frontier): queue, in flight, rates, domains, workers, items, proxies."""
     current = settings()
     server = connect()
-    names = [spider] if spider else [n for n in known_spiders(current) if has_frontier(server, current, n)]
+    own = {n: settings(n) for n in ([spider] if spider else known_spiders(current))}  # each spider's keys
+    names = [spider] if spider else [n for n in own if has_frontier(server, own[n], n)]
+
+    def one(name: str) -> dict:
+        try:
+            return cluster_status(server, own[name], name, with_items=bool(spider))
+        except redis.ResponseError as exc:  # a key of this spider holds what it should not: its problem alone
+            return {"spider": name, "problems": [f"cannot read {name}'s crawl state: {exc}"]}
 
     def collect() -> list[dict]:
-        return [cluster_status(server, current, n, with_items=bool(spider)) for n in names]
+        return [one(n) for n in names]
 
     if not watch:
         data = collect()

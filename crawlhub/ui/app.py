@@ -32,7 +32,7 @@ from aiohttp.abc import AbstractAccessLogger
 
 from crawlhub.frontier import control
 from crawlhub.frontier.partitions import frontier_keys
-from crawlhub.ops import chart_parts, cluster_status, has_frontier, item_counts, read_log, report_series
+from crawlhub.ops import chart_parts, cluster_status, has_frontier, item_counts, read_log, report_series, worker_rows
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +76,8 @@ class Dashboard:
         self.items_every = max(5.0, 2 * interval)
         self._cache: dict[tuple[str, str], tuple[float, Any]] = {}
         self._spiders: list[str] | None = None
+        # each spider's settings as its workers have them (its redis_key...): read once, spiders are code
+        self._own: dict[str, Any] = {}
         self._lock = threading.Lock()
         self._items: dict[str, tuple[float, dict]] = {}
         self._counting: dict[str, Future] = {}
@@ -90,7 +92,19 @@ class Dashboard:
         return value
 
     def keys(self, spider: str):
-        return frontier_keys(self.server, self.settings, spider)
+        return frontier_keys(self.server, self.settings_for(spider), spider)
+
+    def settings_for(self, spider: str):
+        if spider not in self._own:
+            from scrapy.spiderloader import get_spider_loader
+
+            from crawlhub.addon import worker_settings
+
+            try:
+                self._own[spider] = worker_settings(self.settings, get_spider_loader(self.settings).load(spider))
+            except KeyError:
+                self._own[spider] = self.settings
+        return self._own[spider]
 
     def known(self) -> list[str]:
         if self._spiders is None:
@@ -101,11 +115,25 @@ class Dashboard:
 
     def spiders(self) -> list[dict]:
         rows = []
+        now = time.time()
+        dead_after = self.settings.getfloat("WORKER_DEAD_AFTER") or 3 * self.settings.getfloat("WORKER_HEARTBEAT_INTERVAL")
         for name in self.known():
-            active = has_frontier(self.server, self.settings, name)
+            active = has_frontier(self.server, self.settings_for(name), name)
+            workers = worker_rows(self.server.hgetall(self.keys(name).workers), now, dead_after) if active else []
             rows.append({"spider": name, "has_frontier": active,
-                         "paused": bool(active and self.server.exists(self.keys(name).paused))})
+                         "paused": bool(active and self.server.exists(self.keys(name).paused)),
+                         "workers_alive": sum(w["alive"] for w in workers),
+                         "last_beat": max((w.get("last_beat", 0) for w in workers), default=None)})
         return rows
+
+    @staticmethod
+    def default_spider(rows: list[dict]) -> str | None:
+        """The spider the page opens on: the one with live workers, else the one whose workers were last heard,
+        else one with a crawl, else the first."""
+        if not rows:
+            return None
+        best = max(rows, key=lambda r: (r["workers_alive"] > 0, r["last_beat"] or 0, r["has_frontier"]))
+        return str(best["spider"])
 
     def status(self, spider: str) -> dict:
         """What `crawlhub status --json` shows, with the last audit-log lines and the stored total, as JSON
@@ -116,7 +144,7 @@ class Dashboard:
 
     def _status(self, spider: str) -> dict:
         def read() -> dict:
-            data = cluster_status(self.server, self.settings, spider, with_items=False)
+            data = cluster_status(self.server, self.settings_for(spider), spider, with_items=False)
             data["log"], _ = read_log(self.server, spider, self.log_lines)
             data["items"] = self.items(spider, data["totals"].get("items", 0))
             data["stored"] = sum((data["items"] or {}).get("stored", {}).values())
@@ -246,8 +274,22 @@ def make_app(dashboard: Dashboard, token: str | None) -> web.Application:
         return spider
 
     async def page(request: web.Request) -> web.Response:
-        response = static_file("index.html")
-        if token and request.query.get("token"):  # the page's own requests (fetch, EventSource) carry it from now on
+        # the first state comes with the page (a JSON block the script renders at once, then updates live): a
+        # page looked at before its event stream answers (a screenshot, a slow link) shows the crawl, not dashes
+        try:
+            rows = await asyncio.to_thread(dashboard.spiders)
+            first = Dashboard.default_spider(rows)
+            initial = {"spiders": rows, "interval": dashboard.interval, "default": first,
+                       "status": await asyncio.to_thread(dashboard.status, first) if first else None}
+        except Exception as exc:  # Redis down: the page still loads and says so
+            initial = {"error": f"{type(exc).__name__}: {exc}"[:500]}
+        block = json.dumps(initial).replace("<", "\\u003c")
+        body = resources.files("crawlhub.ui").joinpath("static", "index.html").read_text(encoding="utf-8")
+        body = body.replace("</body>", f'<script id="initial" type="application/json">{block}</script>\n</body>', 1)
+        response = web.Response(text=body, content_type="text/html", charset="utf-8")
+        if token and request.query.get("token"):
+            # the page's own requests (fetch, EventSource) carry it from now on; its script takes it out of the
+            # address bar and the history entry at once (history.replaceState), the access log never shows it
             response.set_cookie(COOKIE, token, httponly=True, samesite="Strict", path="/")
         return response
 
@@ -262,7 +304,9 @@ def make_app(dashboard: Dashboard, token: str | None) -> web.Application:
         return static_file(name)
 
     async def spiders(request: web.Request) -> web.Response:
-        return web.json_response({"spiders": await run(dashboard.spiders), "interval": dashboard.interval})
+        rows = await run(dashboard.spiders)
+        return web.json_response({"spiders": rows, "interval": dashboard.interval,
+                                  "default": Dashboard.default_spider(rows)})
 
     async def status(request: web.Request) -> web.Response:
         return web.json_response(await run(dashboard.status, spider_of(request)))

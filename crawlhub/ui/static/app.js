@@ -51,7 +51,7 @@ function fill(table, rows, classes) {
 function render(d) {
   const items = d.items || {};
   const state = $("state");
-  state.textContent = d.paused ? "paused" : d.workers_alive ? "running" : "no worker alive";
+  state.textContent = d.paused ? "paused" : d.workers_alive ? "running" : d.state === "done" ? "done" : "no worker alive";
   state.className = "badge" + (d.paused ? " paused" : d.workers_alive ? "" : " idle");
   for (const [id, value] of [["seeds", d.seeds], ["queued", d.queued], ["inflight", d.inflight], ["delayed", d.delayed],
                              ["seen", d.seen], ["dlq", d.dlq], ["bad-seeds", d.bad_seeds], ["stored", d.stored],
@@ -71,7 +71,9 @@ function render(d) {
     num(r["5xx"]), num(r.error), r.success_rate === null ? "-" : `${(r.success_rate * 100).toFixed(1)}%`, ms(r.p50_ms),
     ms(r.p95_ms)]));
   fill("workers", d.workers.map((w) => [w.worker, w.host || "", w.state, num(w.pages), num(w.items),
-    `${Math.max(0, Math.round(d.time - w.last_beat))}s ago`]), d.workers.map((w) => (w.alive ? "" : "dead")));
+    `${Math.max(0, Math.round(d.time - w.last_beat))}s ago`]),
+    // red only for a worker that died (silent while running); one that finished, or stopped, is grey
+    d.workers.map((w) => (w.alive ? "" : w.state === "dead" ? "dead" : "finished")));
   fill("items", Object.entries(items.stored || {}).concat([["quarantine", items.quarantined || 0]])
     .map(([name, n]) => [name, num(n)]));
   fill("proxies", (d.proxies || []).map((p) => [p.id, p.pool || "", p.state, num(p.ok), num(p.failures), p.last_error || ""]));
@@ -173,6 +175,12 @@ async function requeue(body) {
 }
 
 async function start() {
+  // opened as /?token=...: the server has set its cookie; the token leaves the address bar and the history entry
+  const query = new URLSearchParams(location.search);
+  if (query.has("token")) {
+    query.delete("token");
+    history.replaceState(null, "", location.pathname + (query.toString() ? `?${query}` : "") + location.hash);
+  }
   $("pause").addEventListener("click", () => steer("pause"));
   $("resume").addEventListener("click", () => steer("resume"));
   $("open-dlq").addEventListener("click", (event) => { event.preventDefault(); openList("dlq"); });
@@ -181,14 +189,20 @@ async function start() {
   $("close-list").addEventListener("click", () => $("list-dialog").close());
   $("spider").addEventListener("change", (event) => watch(event.target.value));
   try {
-    const {spiders} = await api("/api/spiders");
+    // the first state came with the page (rendered now, before the event stream's first update)
+    const block = $("initial");
+    const initial = block ? JSON.parse(block.textContent) : {};
+    if (initial.error) problem(initial.error);
+    const {spiders, default: first} = initial.spiders ? initial : await api("/api/spiders");
     const wanted = decodeURIComponent(location.hash.slice(1));
     const names = spiders.map((s) => s.spider);
     $("spider").replaceChildren(...spiders.map((s) => Object.assign(document.createElement("option"), {
       value: s.spider, textContent: s.spider + (s.has_frontier ? "" : " (no crawl)")})));
-    const chosen = names.includes(wanted) ? wanted : (spiders.find((s) => s.has_frontier) || spiders[0] || {}).spider;
+    // the spider in the address, else the one with live workers (or the last heard from: the server's choice)
+    const chosen = names.includes(wanted) ? wanted : first || (spiders[0] || {}).spider;
     if (!chosen) return problem("this project has no spider");
     $("spider").value = chosen;
+    if (initial.status && chosen === first) render(initial.status);
     watch(chosen);
   } catch (err) {
     problem(err.message);
