@@ -205,15 +205,16 @@ def get_mongo(settings, server_selection_timeout_ms: int | None = None):
 
 
 def check_mongo(settings) -> None:
-    """MongoDB answers within MONGO_STARTUP_WAIT seconds, else :class:`Unreachable` with one line (no topology)."""
+    """MongoDB answers within MONGO_STARTUP_WAIT seconds (0: a short look, 2 s at most), else :class:`Unreachable`
+    with one line (no topology)."""
     from pymongo.errors import PyMongoError
 
     uri = settings.get("MONGO_URI") or "the embedded MongoDB"
-    client = get_mongo(settings, max(1, int(settings.getfloat("MONGO_STARTUP_WAIT", 30) * 1000)))
+    wait = settings.getfloat("MONGO_STARTUP_WAIT") or min(2.0, settings.getint("MONGO_SERVER_SELECTION_TIMEOUT_MS", 10000) / 1000)
+    client = get_mongo(settings, max(1, int(wait * 1000)))
     try:
         client.admin.command("ping")
     except PyMongoError as exc:
-        raise Unreachable(f"cannot reach MongoDB at {redact_url(uri)}: {mongo_error(exc)} (MONGO_URI; "
-                          "waited MONGO_STARTUP_WAIT seconds)") from None
+        raise Unreachable(f"cannot reach MongoDB at {redact_url(uri)}: {mongo_error(exc)} (MONGO_URI)") from None
     finally:
         client.close()

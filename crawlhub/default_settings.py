@@ -387,9 +387,10 @@ MONGO_CLOSE_TIMEOUT = 20.0
 # Items buffered while MongoDB is down before the worker waits for it.
 MONGO_BUFFER_MAX = 1000
 MONGO_SERVER_SELECTION_TIMEOUT_MS = 10000
-# `scrapy crawl` checks that MONGO_URI answers before it fetches anything, waiting up to this many seconds
-# (exit code 2 and one line if it does not; the embedded server is started instead when MONGO_URI is unset)
-MONGO_STARTUP_WAIT = 30.0
+# `scrapy crawl` checks that MONGO_URI answers before it fetches anything. 0: if it does not, one WARNING line
+# says so and the worker starts anyway (items wait, their pages keep their leases, until MongoDB answers: an
+# outage is ridden through); > 0: wait up to this many seconds, then one line and exit code 2.
+MONGO_STARTUP_WAIT = 0.0
 
 # --- Continuous crawling (a spider's `revisit` / `revisit_rules`; docs/revisit.md) ---
 # The URL status store: one document per fetched URL of a revisiting spider.

@@ -34,7 +34,8 @@ HONOURED = {
     "DUPEFILTER_CLASS": f"{SCRAPY_REDIS_DUPEFILTER} becomes crawlhub's shared filter",
     "SCHEDULER_QUEUE_KEY": "the queue's key prefix",
     "SCHEDULER_DUPEFILTER_KEY": "the duplicate filter's key prefix",
-    "SCHEDULER_PERSIST": "True only: a worker never flushes the shared frontier",
+    "SCHEDULER_PERSIST": "always True: False is ignored with a warning (a worker never flushes the shared frontier)",
+    "SCHEDULER_FLUSH_ON_START": "ignored with a warning naming `crawlhub reset SPIDER`",
 }
 # a spider's scrapy-redis attribute -> the setting it stands for (set at the "spider" priority by
 # CrawlhubSpider.update_settings, so the crawlhub command reads the same keys as the workers)
@@ -52,10 +53,6 @@ def _truthy(value: Any) -> bool:
 
 # setting -> (is the value refused?, why, and crawlhub's equivalent)
 REFUSED: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "SCHEDULER_PERSIST": (lambda v: not _truthy(v), "crawlhub never flushes the shared frontier when a worker "
-                          "closes (other workers share it): `crawlhub reset SPIDER` clears a crawl"),
-    "SCHEDULER_FLUSH_ON_START": (_truthy, "a worker never flushes the shared frontier when it starts (other workers "
-                                 "may be crawling): run `crawlhub reset SPIDER` before the crawl"),
     "SCHEDULER_QUEUE_CLASS": (_truthy, "crawlhub's frontier has its own per-domain priority queues "
                               "(request.priority orders them; DOMAIN_RATE and DOMAIN_CONCURRENCY pace each domain)"),
     "SCHEDULER_SERIALIZER": (_truthy, "the frontier stores requests as JSON only (crawlhub.frontier.serializer): "

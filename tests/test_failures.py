@@ -44,6 +44,7 @@ def test_mongodb_down_loses_nothing_and_says_where_items_went(env, site, redis_c
     assert worker.wait(60) == 0
     log = worker.log()
     assert "MongoDB unreachable at close: 16 items and 0 quarantined items written to" in log
+    assert "crawlhub: WARNING: cannot reach MongoDB" in log and "starting anyway" in log, "said at start"
     (saved,) = list((tmp_path / "home" / "unsaved").glob("scrapeme-*.jsonl"))
     rows = [json.loads(line) for line in saved.read_text().splitlines()]
     assert sorted(r["doc"]["id"] for r in rows) == [str(700 + i) for i in range(16)]

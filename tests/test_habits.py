@@ -70,9 +70,9 @@ def test_what_crawlhub_cannot_honour_stops_the_worker_in_one_line(env, tmp_path)
     env = {**env, "SPIDER_MODULES": TEST_SPIDERS}
     down = refused_port()
     cases = [
-        (["generic", "-s", "SCHEDULER_PERSIST=False"], env, "crawlhub reset SPIDER"),
+        (["generic", "-s", "SCHEDULER_QUEUE_CLASS=scrapy_redis.queue.PriorityQueue"], env, "per-domain priority queues"),
         (["generic", "-s", "SCHEDULER_SERIALIZER=scrapy_redis.picklecompat"], env, "JSON only"),
-        (["generic", "-s", "SCHEDULER_FLUSH_ON_START=True"], env, "before the crawl"),
+        (["generic", "-s", "SCHEDULER_IDLE_BEFORE_CLOSE=10"], env, "MAX_IDLE_TIME_BEFORE_CLOSE"),
         (["t_bad_revisit"], env, "revisit"),
         (["generic"], {**env, "REDIS_URL": "localhost:6379"}, "is not a Redis URL"),
         (["generic"], {**env, "MONGO_URI": "mongodb://crawler:p%zz@127.0.0.1:27017/"}, "is not a MongoDB URI"),

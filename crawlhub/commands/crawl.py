@@ -6,7 +6,8 @@
 * scrapy-redis settings crawlhub cannot honour (crawlhub.habits);
 * the spider's revisit durations parse (docs/revisit.md);
 * MongoDB answers, when MONGO_URI names one and the MongoDB pipeline is on (the embedded one starts with the
-  worker): a worker that cannot store would fetch pages for nothing.
+  worker): if not, a warning says what the worker will do (hold items, keep their leases), or with
+  MONGO_STARTUP_WAIT > 0 the worker waits that long and stops.
 """
 
 from __future__ import annotations
@@ -54,4 +55,11 @@ class Command(_Base):
         finally:
             server.close()
         if settings.get("MONGO_URI") and settings.getdict("ITEM_PIPELINES").get(MONGO_PIPELINE) is not None:
-            check_mongo(settings)
+            try:
+                check_mongo(settings)
+            except Unreachable as exc:
+                if settings.getfloat("MONGO_STARTUP_WAIT") > 0:
+                    raise
+                print(f"crawlhub: WARNING: {exc}; starting anyway: items wait in memory (up to MONGO_BUFFER_MAX) and "
+                      "their pages keep their leases until MongoDB answers (MONGO_STARTUP_WAIT > 0 stops the "
+                      "worker instead)", file=sys.stderr)
