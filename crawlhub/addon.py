@@ -105,6 +105,19 @@ def worker_settings(settings: BaseSettings, spidercls) -> BaseSettings:
     return settings
 
 
+def spider_settings(settings: BaseSettings, spider: str) -> BaseSettings:
+    """:func:`worker_settings` for the project's spider named ``spider`` (``settings`` themselves for a name the
+    project does not have: a spider that left only keys behind). The crawlhub command and the UI read a spider's
+    keys (its ``redis_key``...) through it."""
+    from scrapy.spiderloader import get_spider_loader
+
+    try:
+        spidercls = get_spider_loader(settings).load(spider)
+    except KeyError:
+        return settings
+    return worker_settings(settings, spidercls)
+
+
 def _install(settings: BaseSettings, refuse: bool = False) -> None:
     from scrapy.exceptions import UsageError
 

@@ -146,10 +146,13 @@ def pop_seeds(server, key: str, count: int) -> list[bytes]:
 
 
 def count_seeds(server, key: str) -> int:
-    """The seeds waiting in ``key`` (:class:`WrongSeedKey` for a key of a type seeds cannot be read from)."""
-    kind = _kind(server, key)
-    if kind in ("none", "list"):
-        return int(server.llen(key))
+    """The seeds waiting in ``key`` (:class:`WrongSeedKey` for a key of a type seeds cannot be read from): one
+    round trip for a list (or no key), the usual case."""
+    with server.pipeline(transaction=False) as pipe:
+        kind, length = pipe.type(key).llen(key).execute(raise_on_error=False)
+    kind = kind.decode() if isinstance(kind, bytes) else str(kind)
+    if kind in ("none", "list") and not isinstance(length, Exception):
+        return int(length)
     if kind == "set":
         return int(server.scard(key))
     if kind == "zset":

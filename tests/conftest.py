@@ -5,9 +5,11 @@ its own MongoDB database."""
 
 from __future__ import annotations
 
+import fcntl
 import itertools
 import json
 import os
+import tempfile
 
 import pymongo
 import pytest
@@ -120,6 +122,29 @@ def chromium():
         if os.environ.get("CRAWLHUB_SKIP_BROWSER_TESTS") == "1":
             pytest.skip(f"CRAWLHUB_SKIP_BROWSER_TESTS=1: {exc}")
         pytest.fail(f"the browser tests cannot run: {exc}. Set CRAWLHUB_SKIP_BROWSER_TESTS=1 to skip them on purpose")
+
+
+@pytest.fixture(autouse=True)
+def alone_when_marked(request):
+    """A test marked ``alone`` (timings asserted: a rate limit's pace, latencies) runs with no other test of the
+    run beside it; every other test runs beside any other. Two file locks shared by the run's xdist processes:
+    ``main``, held shared by each test and exclusively by an ``alone`` one, and ``gate``, which an ``alone`` test
+    holds while it waits for ``main``, so that no new test starts meanwhile and it is not kept waiting for ever."""
+    run = getattr(request.config, "workerinput", {}).get("testrunuid")
+    if run is None:  # not under xdist: nothing runs beside it anyway
+        yield
+        return
+    base = os.path.join(tempfile.gettempdir(), f"crawlhub-tests-{run}")
+    with open(f"{base}.gate", "a+") as gate, open(f"{base}.main", "a+") as main:
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(main, fcntl.LOCK_EX if request.node.get_closest_marker("alone") else fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(gate, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(main, fcntl.LOCK_UN)
 
 
 @pytest.fixture(autouse=True)

@@ -151,6 +151,7 @@ def test_audit_log_has_one_entry_per_attempt_and_metrics_are_served(env, site, r
 
 @pytest.mark.skipif(not (shutil.which("chromium") or shutil.which("chromium-browser")),
                     reason="Debian's chromium is not installed (make test installs it)")
+@pytest.mark.alone  # its pace and latency figures are asserted
 @pytest.mark.usefixtures("chromium")
 def test_html_report_renders_its_charts_in_chromium(env, site, redis_client, mongo_db, tmp_path):
     pages = shop_pages(12 * 4, 4)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from collections import Counter
 
+import pytest
+
 from crawlhub._utils.urls import domain_of
 from tests.harness import cli, run_workers, worker_records
 from tests.sites.shop import shop_pages
@@ -29,6 +31,7 @@ def span(times: list[float]) -> float:
     return times[-1] - times[0]
 
 
+@pytest.mark.alone  # its pace and latency figures are asserted
 def test_rate_limit_holds_across_three_workers(env, site, redis_client, tmp_path):
     pages = shop_pages(32 * 8, 8)  # 32 listing pages
     shop = site(pages)

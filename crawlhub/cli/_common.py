@@ -8,7 +8,7 @@ from scrapy.settings import Settings
 
 from crawlhub import services
 from crawlhub._utils.urls import domain_of
-from crawlhub.addon import tool_settings, worker_settings
+from crawlhub.addon import spider_settings, tool_settings
 from crawlhub.frontier.keys import Keys
 
 
@@ -28,15 +28,7 @@ def settings(spider: str | None = None) -> Settings:
     """The project's settings; with ``spider``, as that spider's workers have them (its ``custom_settings`` and
     ``redis_key``: the keys it reads), when the project has it."""
     current = tool_settings()
-    if spider is None:
-        return current
-    from scrapy.spiderloader import get_spider_loader
-
-    try:
-        spidercls = get_spider_loader(current).load(spider)
-    except KeyError:  # a spider the project no longer has (its leftovers): the project's settings
-        return current
-    return worker_settings(current, spidercls)  # type: ignore[return-value]
+    return current if spider is None else spider_settings(current, spider)  # type: ignore[return-value]
 
 
 def connect() -> redis.Redis:

@@ -96,14 +96,9 @@ class Dashboard:
 
     def settings_for(self, spider: str):
         if spider not in self._own:
-            from scrapy.spiderloader import get_spider_loader
+            from crawlhub.addon import spider_settings
 
-            from crawlhub.addon import worker_settings
-
-            try:
-                self._own[spider] = worker_settings(self.settings, get_spider_loader(self.settings).load(spider))
-            except KeyError:
-                self._own[spider] = self.settings
+            self._own[spider] = spider_settings(self.settings, spider)
         return self._own[spider]
 
     def known(self) -> list[str]:
