@@ -72,9 +72,11 @@ browser: venv
 	      exit 1; }; fi; \
 	fi
 
+# ruff; mypy (strict, all of crawlhub/); import-linter: the layers and rules of pyproject.toml
 lint: venv
 	$(PY) -m ruff check crawlhub spiders tests bench demo
 	$(PY) -m mypy
+	$(VENV)/bin/lint-imports
 
 test: setup browser lint
 	$(PY) -m pytest -n $(TEST_JOBS) $(PYTEST_ARGS)

@@ -7,6 +7,8 @@ REDIS_URL / MONGO_URI unset means the embedded local servers
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import time
 
 import redis
@@ -24,6 +26,11 @@ from crawlhub.config import redact_url
 REDIS_ERRORS: tuple[type[Exception], ...] = (redis.RedisError, RedisClusterException)
 
 logger = logging.getLogger(__name__)
+
+
+def worker_id() -> str:
+    """This worker's name in the shared state (leases, heartbeats, locks): host and process id."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 class Unreachable(ConnectionError):

@@ -27,8 +27,6 @@ A spider for a new domain::
 from __future__ import annotations
 
 import json
-import os
-import socket
 import time
 from collections.abc import Iterable, Iterator
 from urllib.parse import urlsplit
@@ -37,7 +35,7 @@ from scrapy import Request, Spider, signals
 from scrapy.exceptions import CloseSpider, DontCloseSpider
 
 from crawlhub.components import frontier_of
-from crawlhub.connection import REDIS_ERRORS, get_redis
+from crawlhub.connection import REDIS_ERRORS, get_redis, worker_id
 from crawlhub.frontier.keys import Keys
 from crawlhub.habits import ATTRIBUTES
 from crawlhub.meta import SEED_HOST
@@ -47,10 +45,6 @@ from crawlhub.seeds import BadSeed, WrongSeedKey, parse_seed, pop_seeds, push_se
 IDLE_CHECK_GAP = 15.0  # seconds between idle checks beyond which the worker was not running
 # Scrapy's certificate-verifying TLS context (Twisted's recommended one for web clients)
 VERIFYING_CONTEXT_FACTORY = "scrapy.core.downloader.contextfactory.BrowserLikeContextFactory"
-
-
-def worker_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 class CrawlhubSpider(SitemapMixin, Spider):

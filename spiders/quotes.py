@@ -3,7 +3,7 @@
 Seed: redis-cli lpush quotes:start_urls https://quotes.toscrape.com/
 """
 
-from crawlhub.items import Quote
+from spiders.items import Quote
 from crawlhub.spider import CrawlhubSpider
 
 

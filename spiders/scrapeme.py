@@ -4,7 +4,7 @@ Seed: redis-cli lpush scrapeme:start_urls https://scrapeme.live/shop/
 Reads the listing pages only (li.product) and follows pagination.
 """
 
-from crawlhub.items import Product
+from spiders.items import Product
 from crawlhub.spider import CrawlhubSpider
 
 

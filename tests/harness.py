@@ -43,8 +43,10 @@ class Worker:
             self.proc.wait()
 
 
-def start_worker(spider: str, env: dict, logdir: Path, name: str, cwd: Path = ROOT, **settings) -> Worker:
-    cmd = [*SCRAPY, "crawl", spider]
+def start_worker(spider: str, env: dict, logdir: Path, name: str, cwd: Path = ROOT, python: str | None = None,
+                 **settings) -> Worker:
+    """A ``scrapy crawl`` process (``python``: another environment's interpreter than the suite's)."""
+    cmd = [*([python, "-m", "scrapy"] if python else SCRAPY), "crawl", spider]
     for key, value in settings.items():
         cmd += ["-s", f"{key}={value}"]
     logdir.mkdir(parents=True, exist_ok=True)

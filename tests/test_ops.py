@@ -19,7 +19,7 @@ import pytest
 from scrapy.settings import Settings
 
 from crawlhub._utils.urls import domain_of
-from crawlhub.ops import cluster_status
+from crawlhub.monitor.status import cluster_status
 from tests.harness import ROOT, cli, queued, seen, start_worker, wait_all, wait_for
 from tests.helpers import project_settings
 from tests.sites.server import refused_port

@@ -21,7 +21,9 @@ from scrapy.utils.test import get_crawler
 from crawlhub import stats as st
 from crawlhub.downloadermiddlewares import stats as stats_mw
 from crawlhub.frontier.keys import Keys
-from crawlhub.ops import html_report, log_entry, matches, pages_per_minute, read_log, worker_rows
+from crawlhub.monitor.auditlog import log_entry, matches, read_log
+from crawlhub.monitor.report import html_report
+from crawlhub.monitor.status import pages_per_minute, worker_rows
 from tests.harness import ROOT
 from tests.helpers import project_settings
 
@@ -149,7 +151,7 @@ def test_log_entries_decode():
 
 def test_log_is_oldest_first_by_time_though_workers_send_in_batches(redis_client):
     """Two workers each send a batch: in the stream, one's entries follow the other's later ones."""
-    from crawlhub.ops import read_log
+    from crawlhub.monitor.auditlog import read_log
     from crawlhub.stats import log_key
 
     for worker, times in (("w1", (10.0, 11.0, 12.0)), ("w2", (10.5, 11.5))):
@@ -162,7 +164,7 @@ def test_log_is_oldest_first_by_time_though_workers_send_in_batches(redis_client
 def test_item_counts_read_this_crawls_documents_from_the_store(mongo_db):
     """`items.crawl`: the spider's documents marked with the current epoch; the valid share is taken from it,
     not from the workers' counter (which a worker killed right after a write leaves short)."""
-    from crawlhub.ops import item_counts
+    from crawlhub.monitor.status import item_counts
 
     mongo_db.products.insert_many([{"id": "1", "spiders": ["sp"], "cycles": {"sp": "e2"}},
                                    {"id": "2", "spiders": ["sp"], "cycles": {"sp": "e2"}},

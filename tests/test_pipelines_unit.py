@@ -7,8 +7,9 @@ from datetime import datetime
 import pytest
 from scrapy.exceptions import DropItem
 
-from crawlhub.items import Page, Product, Quote, mark_page
-from crawlhub.pipelines.clean import CleanPipeline, clean_text, parse_price, quote_key
+from crawlhub.items import Page, mark_page
+from spiders.items import Product, Quote, quote_key
+from crawlhub.pipelines.clean import CleanPipeline, clean_text, parse_price
 from crawlhub.pipelines.dedupe import DedupePipeline
 from crawlhub.pipelines.validate import InvalidItem, ValidatePipeline, problems
 from spiders.scrapeme import ScrapemeSpider

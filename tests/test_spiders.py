@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from scrapy import Request
 
-from crawlhub.items import Page, Product, Quote
+from crawlhub.items import Page
+from spiders.items import Product, Quote
 from crawlhub.pipelines.clean import CleanPipeline
 from crawlhub.spider import SEED_HOST
 from spiders.generic import GenericSpider

@@ -74,7 +74,8 @@ def test_an_empty_field_never_overwrites_a_stored_value(mongo_db):
     """Two spiders fill one collection and one of them lacks a field (quotes_js: no author link on the /js/ pages),
     or a spider misses a field once: the stored value stays, the document does not count as changed and the
     change history records nothing for it. A value that really changed is written, with its history."""
-    from crawlhub.items import Quote, item_meta
+    from crawlhub.items import item_meta
+    from spiders.items import Quote
     from crawlhub.pipelines.mongo import MongoWriter
 
     meta = item_meta(Quote())

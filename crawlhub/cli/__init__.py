@@ -3,7 +3,7 @@
 Run it from the project directory (it reads the project's settings, so
 REDIS_URL / MONGO_URI and the rest apply as they do to ``scrapy crawl``).
 One module per command group, each thin over the functions that hold the
-logic (crawlhub.ops, crawlhub.frontier.control, crawlhub.frontier.politeness,
+logic (crawlhub.monitor, crawlhub.frontier.control, crawlhub.frontier.politeness,
 crawlhub.proxies, crawlhub.profiles, crawlhub.services):
 
     services.py       services up | down | status
@@ -23,8 +23,8 @@ from __future__ import annotations
 import click
 
 from crawlhub.cli import antiblocking, control, dlq, export, limits, partitions, quality, revisit, services, ui, watch
-from crawlhub.cli._common import BadInput, known_spiders
-from crawlhub.ops import spider_keys
+from crawlhub.cli._common import BadInput
+from crawlhub.monitor.status import known_spiders, spider_keys
 
 __all__ = ["known_spiders", "main", "spider_keys"]
 

@@ -10,6 +10,7 @@ from crawlhub import services
 from crawlhub._utils.urls import domain_of
 from crawlhub.addon import spider_settings, tool_settings
 from crawlhub.frontier.keys import Keys
+from crawlhub.monitor.status import known_spiders
 
 
 class ServiceDown(click.ClickException):
@@ -51,12 +52,6 @@ def keys(spider: str, server: redis.Redis | None = None) -> Keys:
     from crawlhub.frontier.partitions import frontier_keys
 
     return frontier_keys(server if server is not None else connect(), settings(spider), spider)
-
-
-def known_spiders(project_settings: Settings) -> list[str]:
-    from scrapy.spiderloader import get_spider_loader
-
-    return sorted(get_spider_loader(project_settings).list())
 
 
 def spider_name(name: str) -> str:

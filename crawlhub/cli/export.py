@@ -10,7 +10,7 @@ from contextlib import contextmanager
 
 import click
 
-from crawlhub.cli._common import BadInput, ServiceDown, known_spiders, settings
+from crawlhub.cli._common import BadInput, ServiceDown, settings
 from crawlhub.export import (
     FORMATS,
     ExportError,
@@ -22,6 +22,7 @@ from crawlhub.export import (
     plan,
     split_output,
 )
+from crawlhub.monitor.status import known_spiders
 
 
 @click.command("export")

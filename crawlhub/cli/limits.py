@@ -8,7 +8,8 @@ import click
 
 from crawlhub.cli._common import connect, settings
 from crawlhub.cli._common import domain as to_domain
-from crawlhub.frontier.politeness import BadLimit, clear_limit, format_rate, limit_rows, set_limit
+from crawlhub.frontier.politeness import BadLimit, clear_limit, format_rate, set_limit
+from crawlhub.monitor.status import limit_rows
 
 
 @click.group("limits")

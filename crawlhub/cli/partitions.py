@@ -8,7 +8,8 @@ from collections import Counter
 import click
 
 from crawlhub.cli._common import check_spider, connect, keys
-from crawlhub.frontier.partitions import describe, partition_rows
+from crawlhub.frontier.partitions import describe
+from crawlhub.monitor.status import partition_rows
 
 
 @click.command("partitions")

@@ -1,4 +1,4 @@
-"""Watching a crawl: ``crawlhub status``, ``health``, ``log`` and ``report`` (the logic is in crawlhub.ops)."""
+"""Watching a crawl: ``crawlhub status``, ``health``, ``log`` and ``report`` (the logic is in crawlhub.monitor)."""
 
 from __future__ import annotations
 
@@ -10,19 +10,11 @@ import time
 import click
 import redis
 
-from crawlhub.cli._common import check_spider, connect, keys, known_spiders, settings
-from crawlhub.ops import (
-    cluster_status,
-    format_entry,
-    format_status,
-    has_frontier,
-    html_report,
-    log_entry,
-    matches,
-    read_log,
-    report_data,
-    worker_rows,
-)
+from crawlhub.cli._common import check_spider, connect, keys, settings
+from crawlhub.monitor.auditlog import format_entry, log_entry, matches, read_log
+from crawlhub.monitor.report import html_report, report_data
+from crawlhub.monitor.status import cluster_status, has_frontier, known_spiders, worker_rows
+from crawlhub.monitor.text import format_status
 
 
 @click.command()

@@ -17,8 +17,7 @@ from crawlhub import meta
 from crawlhub import signals as crawlhub_signals
 from crawlhub._utils.urls import domain_of
 from crawlhub.components import frontier_of
-from crawlhub.connection import REDIS_ERRORS
-from crawlhub.spider import worker_id
+from crawlhub.connection import REDIS_ERRORS, worker_id
 from crawlhub.stats import (
     MAX_HELD_LOG,
     STARTED,

@@ -17,9 +17,8 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from twisted.internet import task
 
-from crawlhub.connection import get_redis
+from crawlhub.connection import get_redis, worker_id
 from crawlhub.frontier.keys import spider_keys
-from crawlhub.spider import worker_id
 
 logger = logging.getLogger(__name__)
 

@@ -45,7 +45,7 @@ from redis.cluster import RedisCluster
 from crawlhub.connection import REDIS_ERRORS
 from crawlhub.frontier.dupefilter import Filter
 from crawlhub.frontier.keys import Keys
-from crawlhub.frontier.operations import FrontierOps, partition_counts, per_partition, queued_per_domain
+from crawlhub.frontier.operations import FrontierOps, partition_counts, queued_per_domain
 from crawlhub.frontier.records import DeadLetter, EnqueueOp, ExpiredLease, Finish, Tick, lease_domain, text
 from crawlhub.seeds import WrongSeedKey, count_seeds
 
@@ -446,16 +446,3 @@ def partitioned_frontiers(server: redis.Redis, settings: Any) -> list[Keys]:
         if keys.tagged and keys.layout == name:
             found.append(keys)
     return sorted(found, key=lambda k: k.spider)
-
-
-def partition_rows(server: redis.Redis, keys: Keys) -> list[dict[str, Any]]:
-    """What `crawlhub partitions SPIDER` prints: per partition its hash tag, Redis Cluster slot, node (on a
-    cluster), domains, queued, in flight, waiting to retry, dead letters and URLs seen."""
-    from redis.crc import key_slot
-
-    rows = []
-    for p, (part, counts) in enumerate(zip(keys.parts, per_partition(server, keys.parts), strict=True)):
-        node = server.get_node_from_key(part.anchor).name if isinstance(server, RedisCluster) else ""
-        rows.append({"partition": p, "tag": part.tag, "slot": key_slot(part.anchor.encode()) if part.tag else None,
-                     "node": node, **counts})
-    return rows

@@ -232,24 +232,3 @@ def known_domains(server: redis.Redis, limit: int = 200, layouts: list[keys.Keys
     recent = sorted(seen, key=lambda d: -seen[d])[:limit]
     limited = [_text(d) for d in server.hkeys(keys.LIMITS)]
     return recent + sorted(set(limited) - set(recent))
-
-
-def limit_rows(server: redis.Redis, settings: BaseSettings, domains: list[str] | None = None) -> list[dict[str, Any]]:
-    """What `crawlhub limits show` prints: each domain's limit and where it comes from, its state, its robots.txt."""
-    from crawlhub.downloadermiddlewares.robots import robots_state
-    from crawlhub.frontier.partitions import partitioned_frontiers
-
-    defaults = Politeness.from_settings(server, settings)
-    layouts = partitioned_frontiers(server, settings)
-    rows = []
-    for domain in domains or known_domains(server, layouts=layouts):
-        runtime = get_limit(server, domain)
-        configured = (defaults.domains or {}).get(domain)
-        limit = {"rate": defaults.rate, "concurrency": defaults.concurrency}
-        limit.update(configured or {})
-        limit.update(runtime or {})
-        row = domain_state(server, domain, layouts=layouts)
-        row.update(limit=limit, source="run time" if runtime else "settings" if configured else "default")
-        row["robots"] = {o: r for o in (f"http://{domain}", f"https://{domain}") if (r := robots_state(server, o))}
-        rows.append(row)
-    return rows

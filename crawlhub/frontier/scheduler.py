@@ -32,13 +32,12 @@ from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.misc import build_from_crawler, load_object
 
 from crawlhub import services
-from crawlhub.connection import REDIS_ERRORS, connect_redis, redis_location, redis_shown
+from crawlhub.connection import REDIS_ERRORS, connect_redis, redis_location, redis_shown, worker_id
 from crawlhub.frontier.client import FrontierClient
 from crawlhub.frontier.dupefilter import RedisDupeFilter
 from crawlhub.frontier.serializer import EncodeError
 from crawlhub.frontier.upkeep import Upkeep
 from crawlhub.frontier.warden import LeaseWarden
-from crawlhub.spider import worker_id
 
 logger = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@
   4217 codes; a bare "$" is USD unless the spider's ``currency`` attribute or
   DEFAULT_CURRENCY says otherwise);
 * ``host_fields`` from the URL's host; ``derived_keys`` as SHA-1 of their
-  fields (Quote.quote_id = sha1(text + author)); see crawlhub.items;
+  fields (the demo's Quote.quote_id = sha1(text + author)); see crawlhub.items;
 * a text longer than ITEM_FIELD_MAX_CHARS is cut there (logged and counted:
   ``items/truncated_fields``), so one huge field cannot make a document
   MongoDB refuses;
@@ -74,10 +74,6 @@ def parse_price(text, fallback_currency: str | None = None) -> tuple[str | None,
 def derived_key(*values) -> str:
     """A key made of field values: SHA-1 of them joined by \\x1f (None as empty)."""
     return hashlib.sha1("\x1f".join("" if v is None else str(v) for v in values).encode()).hexdigest()
-
-
-def quote_key(text: str | None, author: str | None) -> str:
-    return derived_key(text, author)
 
 
 class CleanPipeline:

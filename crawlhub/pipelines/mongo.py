@@ -107,7 +107,7 @@ class MongoWriter:
             [(name, ASCENDING) for name in meta.key_fields], unique=True, name="item_key"
         )
         self.db[meta.collection].create_index("spiders", name="spiders")  # `crawlhub status`, export
-        if self.spider:  # status' count of this crawl's documents (crawlhub.ops.item_counts)
+        if self.spider:  # status' count of this crawl's documents (crawlhub.monitor.status.item_counts)
             self.db[meta.collection].create_index(cycle_field(self.spider), name=cycle_field(self.spider))
         self.indexed.add(meta.collection)
 

@@ -3,7 +3,7 @@
 Built on aiohttp's server (``aiohttp.web``): Scrapy already depends on aiohttp, so the UI adds no
 package, and aiohttp serves server-sent events (the page's live updates) from its own production
 server, with no WSGI bridge or second server to run. The app reads Redis and MongoDB through the
-same functions as ``crawlhub status`` (crawlhub.ops), off the event loop (redis-py and pymongo
+same functions as ``crawlhub status`` (crawlhub.monitor), off the event loop (redis-py and pymongo
 block), and never runs a crawl. Everything the page loads comes from this server: no CDN.
 
 Security: on a loopback address it answers only requests whose ``Host`` is loopback (a web page
@@ -32,7 +32,9 @@ from aiohttp.abc import AbstractAccessLogger
 
 from crawlhub.frontier import control
 from crawlhub.frontier.partitions import frontier_keys
-from crawlhub.ops import chart_parts, cluster_status, has_frontier, item_counts, read_log, report_series, worker_rows
+from crawlhub.monitor.auditlog import read_log
+from crawlhub.monitor.report import chart_parts, report_series
+from crawlhub.monitor.status import cluster_status, has_frontier, item_counts, known_spiders, worker_rows
 
 logger = logging.getLogger(__name__)
 
@@ -103,7 +105,6 @@ class Dashboard:
 
     def known(self) -> list[str]:
         if self._spiders is None:
-            from crawlhub.cli._common import known_spiders
 
             self._spiders = known_spiders(self.settings)
         return self._spiders

@@ -1,0 +1,1 @@
+"""crawlhub's downloader middlewares, one module each (wired by crawlhub.Addon; docs/architecture.md)."""

@@ -1,0 +1,59 @@
+"""The audit log of fetches (``<spider>:log``, a capped stream written by crawlhub.stats): read, filtered,
+one line each (`crawlhub log`)."""
+
+from __future__ import annotations
+
+import time
+
+from crawlhub.stats import log_key
+
+
+def log_entry(fields: dict) -> dict:
+    e = {k.decode(): v.decode() for k, v in fields.items()}
+    return {"time": float(e["t"]), "url": e["url"], "domain": e.get("domain", ""), "worker": e.get("worker", ""),
+            "status": int(e["status"]) if e.get("status") else None, "error": e.get("error", ""),
+            "ms": float(e.get("ms") or 0), "bytes": int(e.get("bytes") or 0), "proxy": e.get("proxy", ""),
+            "browser": e.get("browser") == "1"}
+
+
+def matches(entry: dict, status: str | None, domain: str | None) -> bool:
+    if domain and entry["domain"] != domain:
+        return False
+    if status:
+        s = status.lower()
+        if s == "error":
+            return entry["status"] is None
+        if s.endswith("xx"):
+            return entry["status"] is not None and str(entry["status"])[0] == s[0]
+        return str(entry["status"]) == s
+    return True
+
+
+def format_entry(e: dict) -> str:
+    when = time.strftime("%H:%M:%S", time.localtime(e["time"])) + f".{int(e['time'] * 1000) % 1000:03d}"
+    outcome = str(e["status"]) if e["status"] is not None else f"ERR {e['error']}"
+    extra = (f" via {e['proxy']}" if e["proxy"] else "") + (" [browser]" if e["browser"] else "")
+    return f"{when} {outcome:>5} {e['ms']:7.0f}ms {e['bytes']:>8}B  {e['worker']:24} {e['url']}{extra}"
+
+
+def read_log(server, spider: str, limit: int, status=None, domain=None) -> tuple[list[dict], bytes]:
+    """The newest ``limit`` matching entries, oldest first, and the last stream id seen."""
+    found, last_id, start = [], b"0-0", "+"
+    while len(found) < limit:
+        batch = server.xrevrange(log_key(spider), max=start, min="-", count=1000)
+        if not batch:
+            break
+        if last_id == b"0-0":
+            last_id = batch[0][0]
+        for _, fields in batch:
+            e = log_entry(fields)
+            if matches(e, status, domain):
+                found.append(e)
+                if len(found) >= limit:
+                    break
+        start = "(" + batch[-1][0].decode()
+    # workers send their entries in batches: in the stream, one worker's may follow another's later ones
+    found.reverse()  # into stream order: the sort is stable, so entries of one time keep it
+    return sorted(found, key=lambda e: e["time"]), last_id
+
+
