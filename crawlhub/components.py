@@ -1,23 +1,25 @@
 """What components share: how they reach the frontier, and one choice for the whole cluster.
 
-A component (middleware, pipeline, extension) reaches the shared frontier
-through :func:`crawlhub.frontier.client.frontier_of` (re-exported here):
+A component (middleware, pipeline, extension) reads the shared frontier
+through :func:`crawlhub.frontier.view.frontier_of` (re-exported here):
 ``frontier_of(crawler)`` is the running crawl's
-:class:`~crawlhub.frontier.client.FrontierClient`, or None when the crawl
-does not run on crawlhub's scheduler; a component then does what plain
-Scrapy would.
+:class:`~crawlhub.frontier.view.FrontierView`, or None when the crawl does
+not run on crawlhub's scheduler; a component then does what plain Scrapy
+would. It never calls the frontier client: it sends intent
+(crawlhub.intent, crawlhub.signals).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Self
 
 import redis
 from scrapy.crawler import Crawler
 
 from crawlhub.connection import REDIS_ERRORS
-from crawlhub.frontier.client import FrontierClient, frontier_of
+from crawlhub.frontier.view import FrontierView, frontier_of
 
 __all__ = ["FrontierMiddleware", "cluster_choice", "frontier_of"]
 
@@ -36,7 +38,8 @@ def cluster_choice(server: redis.Redis | None, key: str, field: str, proposal: s
         return proposal
     try:
         pipe = server.pipeline(transaction=False)
-        pipe.hsetnx(key, field, proposal).hget(key, field)
+        pipe.hsetnx(key, field, proposal)
+        pipe.hget(key, field)
         _, stored = pipe.execute()
         chosen = stored.decode() if stored else proposal
         if not acceptable(chosen):
@@ -55,11 +58,11 @@ class FrontierMiddleware:
         self.crawler = crawler
 
     @classmethod
-    def from_crawler(cls, crawler: Crawler):
+    def from_crawler(cls, crawler: Crawler) -> Self:
         return cls(crawler)
 
     @property
-    def frontier(self) -> FrontierClient | None:
+    def frontier(self) -> FrontierView | None:
         return frontier_of(self.crawler)
 
     @property

@@ -27,7 +27,7 @@ ValidatePipeline decides whether that is enough to store.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import ClassVar
 

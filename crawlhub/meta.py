@@ -9,12 +9,17 @@ from __future__ import annotations
 
 # -- the frontier (crawlhub.frontier) ------------------------------------------------------------------
 LEASE = "crawlhub_lease"  # the lease id of the request being processed (never stored)
+LEASE_PAYLOAD = "crawlhub_lease_payload"  # the leased request's JSON as the frontier holds it (never stored)
 ATTEMPTS = "crawlhub_attempts"  # failed attempts so far
 FIRST_ATTEMPT = "crawlhub_first_attempt"  # time of the first attempt
 EXPIRIES = "crawlhub_expiries"  # times its lease expired (its worker died)
 SAME_PAGE = "crawlhub_same_page"  # this request replaces its lease's (same page, fetched another way)
 # the download failure Scrapy reported for this request (crawlhub.logformatter): a leaked lease's reason
 FAILURE = "crawlhub_failure"
+# what a component decided of this leased request (crawlhub.intent): the scheduler carries it out
+END = "crawlhub_end"
+# what the URL status store writes once this page's items are stored (crawlhub.revisit): StatusUpdate, GoneCheck
+AFTER_STORE = "crawlhub_after_store"
 
 # -- continuous crawling (crawlhub.revisit) -------------------------------------------------------------
 REVISIT = "revisit"  # set by a spider: this page's revisit interval ("6h", seconds), or False: never again
@@ -41,8 +46,8 @@ ATTEMPT_STARTED = "crawlhub_attempt_started"  # when this attempt went to the do
 
 # Meta of one download only: never written to Redis.
 PER_DOWNLOAD = ("proxy", "_auth_proxy", "_scheme_proxy", "playwright_context", "playwright_context_kwargs", PROXY,
-                FAILURE)
+                FAILURE, END, AFTER_STORE, LEASE_PAYLOAD)
 
 # Meta that belongs to the request a child was made from, not to the child (Scrapy copies
 # meta into follow-ups in some spiders): a new request starts without them.
-PARENT_ONLY = (LEASE, ATTEMPTS, FIRST_ATTEMPT, EXPIRIES, STATUS, FAILURE)
+PARENT_ONLY = (LEASE, ATTEMPTS, FIRST_ATTEMPT, EXPIRIES, STATUS, FAILURE, END, AFTER_STORE, LEASE_PAYLOAD)

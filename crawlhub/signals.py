@@ -22,6 +22,20 @@
     amend them, as :class:`crawlhub.extensions.quality.QualityMonitor` does
     for a page whose extraction it judges broken).
 
+``download_finished``
+    Sent by :class:`crawlhub.downloadermiddlewares.politeness.PolitenessMiddleware`
+    for every raw answer or download error, before redirects and retries act
+    on it. Arguments: ``request``, ``status`` (None for an error),
+    ``retry_after`` (seconds a Retry-After header asks for, 0 without one).
+    The frontier frees the domain's concurrency slot with its next round
+    trip, and a 429/503 slows the domain down for every worker at once.
+
+``status_observed``
+    Sent when the URL status store has news to write with the store's next
+    flush: a 304 (the fetch's ``StatusUpdate``), a sitemap's ``lastmod``, or a
+    page's ``after_store`` once its lease ended. Argument: ``updates`` (a
+    list). MongoPipeline keeps them in its own buffer.
+
 ``items_changed``
     Sent by MongoPipeline after a write that changed stored documents.
     Argument: ``changes``, the write's change history (records of
@@ -55,6 +69,8 @@ from __future__ import annotations
 items_stored = object()
 page_done = object()
 items_changed = object()
+download_finished = object()
+status_observed = object()
 stats_flushing = object()
 quality_events = object()
 quality_checked = object()

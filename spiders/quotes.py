@@ -3,8 +3,8 @@
 Seed: redis-cli lpush quotes:start_urls https://quotes.toscrape.com/
 """
 
-from spiders.items import Quote
 from crawlhub.spider import CrawlhubSpider
+from spiders.items import Quote
 
 
 class QuotesSpider(CrawlhubSpider):

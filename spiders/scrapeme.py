@@ -4,8 +4,8 @@ Seed: redis-cli lpush scrapeme:start_urls https://scrapeme.live/shop/
 Reads the listing pages only (li.product) and follows pagination.
 """
 
-from spiders.items import Product
 from crawlhub.spider import CrawlhubSpider
+from spiders.items import Product
 
 
 class ScrapemeSpider(CrawlhubSpider):

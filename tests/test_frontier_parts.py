@@ -11,11 +11,11 @@ from scrapy.utils.test import get_crawler
 from crawlhub import meta
 from crawlhub.frontier import keys as key_names
 from crawlhub.frontier import scripts
-from crawlhub.frontier.client import frontier_of
 from crawlhub.frontier.leasebook import LeaseBook
 from crawlhub.frontier.operations import FrontierOps
 from crawlhub.frontier.policy import Requeue, RetryPolicy
 from crawlhub.frontier.records import ENQUEUE_ARGV, DeadLetter, EnqueueOp, ExpiredLease, Finish, Tick
+from crawlhub.frontier.view import frontier_of
 
 
 def leased(book: LeaseBook, lease_id: str, url: str) -> Request:

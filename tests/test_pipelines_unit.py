@@ -8,10 +8,10 @@ import pytest
 from scrapy.exceptions import DropItem
 
 from crawlhub.items import Page, mark_page
-from spiders.items import Product, Quote, quote_key
 from crawlhub.pipelines.clean import CleanPipeline, clean_text, parse_price
 from crawlhub.pipelines.dedupe import DedupePipeline
 from crawlhub.pipelines.validate import InvalidItem, ValidatePipeline, problems
+from spiders.items import Product, Quote, quote_key
 from spiders.scrapeme import ScrapemeSpider
 from tests.helpers import make_spider
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from scrapy import Request
 
 from crawlhub.items import Page
-from spiders.items import Product, Quote
 from crawlhub.pipelines.clean import CleanPipeline
 from crawlhub.spider import SEED_HOST
 from spiders.generic import GenericSpider
+from spiders.items import Product, Quote
 from spiders.quotes import QuotesSpider
 from spiders.scrapeme import ScrapemeSpider
 from tests.helpers import fixture_response, make_spider

@@ -75,8 +75,8 @@ def test_an_empty_field_never_overwrites_a_stored_value(mongo_db):
     or a spider misses a field once: the stored value stays, the document does not count as changed and the
     change history records nothing for it. A value that really changed is written, with its history."""
     from crawlhub.items import item_meta
-    from spiders.items import Quote
     from crawlhub.pipelines.mongo import MongoWriter
+    from spiders.items import Quote
 
     meta = item_meta(Quote())
     full = {"quote_id": "q1", "text": "t", "author": "A", "author_url": "http://127.0.0.1/author/A", "tags": ["x"],

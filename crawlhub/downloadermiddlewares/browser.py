@@ -8,13 +8,14 @@ from __future__ import annotations
 import logging
 import time
 
-from scrapy.exceptions import IgnoreRequest
 from scrapy.http import TextResponse
 
+from crawlhub import intent
 from crawlhub._utils.urls import domain_of
 from crawlhub.browser import COUNTS, HANDLER, MARKED, SAME_PAGE, is_browser_timeout
 from crawlhub.components import FrontierMiddleware
 from crawlhub.connection import REDIS_ERRORS
+from crawlhub.intent import leased
 
 logger = logging.getLogger(__name__)
 
@@ -102,9 +103,8 @@ class BrowserMiddleware(FrontierMiddleware):
     def process_exception(self, request, exception):
         if not request.meta.get("playwright") or not is_browser_timeout(exception):
             return None
-        frontier = self.frontier
         reason = f"browser timeout: {str(exception).splitlines()[0]}"[:500]
         self.crawler.stats.inc_value("browser/timeouts")
-        if frontier is not None and frontier.retry(request, reason):
-            raise IgnoreRequest(f"{reason}: retry or DLQ through the frontier")
+        if leased(request):  # a retry through the shared frontier (or the DLQ)
+            return intent.retry(request, reason)
         return None

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from crawlhub import signals as crawlhub_signals
 from crawlhub._utils.urls import domain_of
 from crawlhub.components import FrontierMiddleware
 from crawlhub.connection import REDIS_ERRORS
@@ -57,6 +58,6 @@ class PolitenessMiddleware(FrontierMiddleware):
         return None
 
     def _finish(self, request, status, retry_after=0.0):
-        frontier = self.frontier
-        if frontier is not None:
-            frontier.download_finished(request, status, retry_after)
+        """The download is over: the frontier's warden frees the domain's slot (crawlhub.signals.download_finished)."""
+        self.crawler.signals.send_catch_log(crawlhub_signals.download_finished, request=request, status=status,
+                                            retry_after=retry_after)

@@ -17,11 +17,12 @@ from dataclasses import dataclass
 from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.utils.misc import load_object
 
-from crawlhub import meta
+from crawlhub import intent, meta
 from crawlhub._utils.urls import domain_of
 from crawlhub.components import cluster_choice, frontier_of
 from crawlhub.connection import REDIS_ERRORS
 from crawlhub.frontier.serializer import PER_DOWNLOAD_META
+from crawlhub.intent import leased
 from crawlhub.proxies import (
     DEAD,
     DOMAINS,
@@ -243,10 +244,9 @@ class ProxyMiddleware:
         waits = [u - now for u in (st.cool.values() if st else ()) if u > now] + [u - now for u in self.dead.values() if u > now]
         wait = min(waits) if waits else self.base
         self.crawler.stats.inc_value("proxy/none_healthy")
-        frontier = frontier_of(self.crawler)
         reason = f"no healthy proxy for {domain}"
-        if frontier is not None and frontier.retry(request, reason, retry_after=max(1.0, wait)):
-            raise IgnoreRequest(f"{reason}: waiting {wait:.0f}s as a retry (then the DLQ)")
+        if leased(request):  # waits as a retry through the shared frontier (then the DLQ)
+            return intent.retry(request, reason, after=max(1.0, wait))
         raise IgnoreRequest(reason)
 
     # -- outcomes (called by ProxyBanMiddleware) ---------------------------------

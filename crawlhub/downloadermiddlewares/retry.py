@@ -23,8 +23,11 @@ from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.misc import load_object
 from scrapy.utils.response import response_status_message
 
+from crawlhub import intent
 from crawlhub._utils.errors import failure_text
+from crawlhub._utils.urls import domain_of
 from crawlhub.components import FrontierMiddleware
+from crawlhub.intent import leased
 
 HTTPERROR = "scrapy.spidermiddlewares.httperror.HttpErrorMiddleware"
 
@@ -61,22 +64,21 @@ class FrontierRetryMiddleware(FrontierMiddleware):
 
     def process_response(self, request, response):
         frontier = self.frontier
-        if frontier is None:
+        if frontier is None or not leased(request):  # robots.txt and other side requests: as in plain Scrapy
             return response
         status = response.status
         if status in self.gone:
-            frontier.permanent_failure(request, status)
+            domain = domain_of(request.url)
+            self.crawler.stats.inc_value(f"permanent_failures/{domain}")
+            frontier.count(f"permanent_failures:{domain}")
             return response
         if self.enabled and not request.meta.get("dont_retry") and status in self.codes:
             wait = retry_after_seconds(response.headers.get(b"Retry-After"))
-            outcome = frontier.retry(request, response_status_message(status), wait, status)
-            if outcome:
-                raise IgnoreRequest(f"{status}: {outcome} scheduled through the frontier")
-        if status >= 400 and not self.spider_handles(request, status) and frontier.lease_of(request) is not None:
+            return intent.retry(request, response_status_message(status), after=wait, status=status)
+        if status >= 400 and not self.spider_handles(request, status):
             why = ("not retried" if status not in self.codes
                    else "dont_retry" if request.meta.get("dont_retry") else "RETRY_ENABLED is off")
-            frontier.dead_letter(request, error=f"HTTP {response_status_message(status)} ({why})", status=status)
-            raise IgnoreRequest(f"{status}: in the dead-letter list")
+            return intent.dead_letter(request, f"HTTP {response_status_message(status)} ({why})", status=status)
         return response
 
     def spider_handles(self, request, status: int) -> bool:
@@ -91,11 +93,8 @@ class FrontierRetryMiddleware(FrontierMiddleware):
         return status in getattr(spider, "handle_httpstatus_list", self.allowed)
 
     def process_exception(self, request, exception):
-        frontier = self.frontier
-        if frontier is None or request.meta.get("dont_retry") or not self.enabled:
+        if self.frontier is None or not leased(request) or request.meta.get("dont_retry") or not self.enabled:
             return None
         if isinstance(exception, self.exceptions) and not isinstance(exception, IgnoreRequest):
-            outcome = frontier.retry(request, failure_text(exception, 500))
-            if outcome:
-                raise IgnoreRequest(f"{type(exception).__name__}: {outcome} scheduled through the frontier")
+            return intent.retry(request, failure_text(exception, 500))
         return None

@@ -22,12 +22,12 @@ import json
 import time
 
 from scrapy import Request, signals
-from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Response
 
-from crawlhub import meta
+from crawlhub import intent, meta
 from crawlhub._utils.urls import domain_of
 from crawlhub.components import FrontierMiddleware
+from crawlhub.intent import leased
 from crawlhub.revisit.policy import RevisitPolicy
 from crawlhub.revisit.store import GoneCheck, StatusUpdate
 
@@ -72,11 +72,9 @@ class RevisitMiddleware(FrontierMiddleware):
         return None
 
     def process_response(self, request: Request, response: Response):
-        frontier = self.frontier
-        if frontier is None or not self.policy.enabled:
+        if self.frontier is None or not self.policy.enabled or not leased(request):
             return response
-        lease = frontier.lease_of(request)
-        if lease is None or not (200 <= response.status < 300 or response.status in RECORDED):
+        if not (200 <= response.status < 300 or response.status in RECORDED):
             return response
         known = request.meta.get(meta.STATUS) or {}
         interval = known.get("interval") or self.policy.interval_for(request.url, request.meta)
@@ -91,24 +89,23 @@ class RevisitMiddleware(FrontierMiddleware):
         headers = response.headers
         update = StatusUpdate(
             spider=self.crawler.spider.name, fp=self.crawler.request_fingerprinter.fingerprint(request).hex(),
-            url=request.url, domain=domain_of(request.url), request=stored_request(lease.payload),
+            url=request.url, domain=domain_of(request.url), request=stored_request(request.meta[meta.LEASE_PAYLOAD]),
             fetched_at=time.time(), status=status,
             etag=_text(headers.get(b"ETag")), last_modified=_text(headers.get(b"Last-Modified")),
             signature=signature, interval=new_interval, changed=changed,
         )
-        if status == 304:  # the callback never sees it: written with the store's next flush
-            frontier.record_status(update)
-        else:  # once the page's items are stored, as the page's judges leave it (crawlhub.signals.page_done)
-            lease.after_store.append(update)
+        # once the page's items are stored (a 304: when its lease ends), as the page's judges leave it
+        # (crawlhub.signals.page_done); the frontier's warden takes them with the answer
+        after_store: list[object] = request.meta.setdefault(meta.AFTER_STORE, [])
+        after_store.append(update)
         if known and (200 <= status < 300 or status in (404, 410)):  # a page fetched again: which items went
-            lease.after_store.append(GoneCheck(request.url, time.time(), everything=status in (404, 410)))
+            after_store.append(GoneCheck(request.url, time.time(), everything=status in (404, 410)))
         stats = self.crawler.stats
         if changed is not None:
             stats.inc_value("revisit/changed" if changed else "revisit/unchanged")
         if status == 304:
-            stats.inc_value("revisit/not_modified")
-            frontier.dropped(request, "not modified since the last fetch (304)")
-            raise IgnoreRequest(f"{request.url}: not modified since the last fetch (304)")
+            stats.inc_value("revisit/not_modified")  # the callback never sees it; its lease ends, its status is written
+            return intent.drop(request, "not modified since the last fetch (304)")
         return response
 
 

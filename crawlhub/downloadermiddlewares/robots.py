@@ -39,12 +39,13 @@ from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.httpobj import urlparse_cached
 
-from crawlhub import meta
+from crawlhub import intent, meta
 from crawlhub._utils.urls import domain_of
 from crawlhub.components import FrontierMiddleware
 from crawlhub.connection import REDIS_ERRORS
 from crawlhub.downloadermiddlewares.politeness import RESLOT, SLOT_TAKEN
 from crawlhub.frontier import keys
+from crawlhub.intent import leased
 from crawlhub.meta import LEASE
 
 logger = logging.getLogger(__name__)
@@ -132,13 +133,13 @@ class SharedRobotsMiddleware(FrontierMiddleware):
         if robots.state == ERROR:
             waits = request.meta.get(ROBOTS_WAITS, 0) + 1
             reason = f"robots.txt of {origin_of(request)} unavailable ({robots.error})"
+            if not leased(request):
+                raise IgnoreRequest(f"{reason}: not fetched")
             if waits > self.max_waits:
-                frontier.dead_letter(request, error=f"{reason}, {waits - 1} times"[:1000], status=robots.status)
-                raise IgnoreRequest(f"{reason}: gave up")
+                return intent.dead_letter(request, f"{reason}, {waits - 1} times", status=robots.status)
             wait = max(1.0, robots.expires - time.time())
             request.meta[ROBOTS_WAITS] = waits
-            frontier.postpone(request, wait, f"{reason}, wait {waits} of {self.max_waits}")
-            raise IgnoreRequest(f"{reason}: waiting {wait:.0f}s")
+            return intent.postpone(request, wait, f"{reason}, wait {waits} of {self.max_waits}")
         domain = domain_of(request.url)
         self.crawler.stats.inc_value("robotstxt/forbidden")
         frontier.count(f"robots_disallowed:{domain}")

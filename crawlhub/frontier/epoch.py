@@ -21,6 +21,7 @@ makes of what it reads (:func:`judge`):
 from __future__ import annotations
 
 import json
+import logging
 import time
 import uuid
 from dataclasses import asdict, dataclass
@@ -28,7 +29,10 @@ from typing import Literal
 
 import redis
 
+from crawlhub.connection import REDIS_ERRORS
 from crawlhub.frontier.keys import Keys
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -78,3 +82,52 @@ def judge(known: str, seen: str | None) -> Literal["same", "moved", "vanished"]:
     if epoch is None or epoch.why == "created":
         return "vanished"
     return "moved"
+
+
+class EpochWatch:
+    """The epoch one worker knows, and what each round's read of it means (read with every round that leases)."""
+
+    def __init__(self, server: redis.Redis, keys: Keys, spider: str, worker: str):
+        self.server, self.keys, self.spider, self.worker = server, keys, spider, worker
+        self.known = claim(server, keys)  # the epoch's JSON as this worker last read it
+
+    @property
+    def id(self) -> str:
+        known = Epoch.parse(self.known)
+        return known.id if known else ""
+
+    def see(self, seen: str | None) -> Literal["same", "moved", "vanished"]:
+        """A round read ``seen``: "moved" (a reset: said at INFO), "vanished" (said loudly, recorded in
+        ``<spider>:incidents`` and made anew, so that every other worker finds it changed too), or "same"."""
+        verdict = judge(self.known, seen)
+        if verdict == "same" or seen is None:  # (None: not read this round; judge says "same", mypy wants a str)
+            return "same"
+        self.known = seen
+        if verdict == "moved":
+            moved = Epoch.parse(seen)
+            logger.info("The frontier of %s was replaced (%s at %s): this worker dropped its local link filter "
+                        "and goes on with the new one", self.spider, moved.why if moved else "?",
+                        time.strftime("%H:%M:%S", time.localtime(moved.at)) if moved else "?")
+            return "moved"
+        if not seen:
+            self.known = claim(self.server, self.keys)
+        return "vanished"
+
+    def lost(self, held: int) -> str:
+        """Say that the frontier vanished (one ERROR, an incident record); why, for the close."""
+        why = (f"the shared frontier of {self.spider} vanished from Redis (its epoch key {self.keys.epoch} is gone "
+               "or made anew): its queue, duplicate filter and leases are lost")
+        logger.error("%s. Redis restarted without its data (run it with appendonly yes: docs/deploy.md), or its keys "
+                     "were deleted. This worker puts back the %d pages it holds and stops (close reason "
+                     "frontier_lost); pages that were only queued are lost: seed the crawl again (`crawlhub seeds`) "
+                     "and restart the workers.", why, held)
+        record = json.dumps({"at": time.time(), "worker": self.worker, "what": "frontier vanished",
+                             "held_pages": held}, separators=(",", ":"))
+        try:
+            pipe = self.server.pipeline(transaction=False)
+            pipe.lpush(self.keys.incidents, record)
+            pipe.ltrim(self.keys.incidents, 0, 99)
+            pipe.execute()
+        except REDIS_ERRORS as exc:
+            logger.warning("Could not record the incident in %s: %s", self.keys.incidents, exc)
+        return why

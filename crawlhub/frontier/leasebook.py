@@ -10,14 +10,15 @@ its items are written.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from scrapy import Request
 
 from crawlhub import meta
-from crawlhub.frontier.records import lease_domain
+from crawlhub.frontier.records import Finish, lease_domain
+from crawlhub.frontier.serializer import DecodeError
 
 
 @dataclass
@@ -49,6 +50,7 @@ class LeaseBook:
         self._leases: dict[str, Lease] = {}
         self.ready: list[str] = []  # done leases waiting for the store's next flush
         self.wait_for_store = False  # a store acknowledges writes: done leases wait for it
+        self.finished: list[Finish] = []  # downloads over: their domains' slots free with the next round trip
 
     def __len__(self) -> int:
         return len(self._leases)
@@ -64,8 +66,23 @@ class LeaseBook:
 
     def add(self, lease_id: str, request: Request, payload: bytes) -> Lease:
         request.meta[meta.LEASE] = lease_id
+        request.meta[meta.LEASE_PAYLOAD] = payload  # (a reference: the URL status store keeps the request as leased)
         lease = self._leases[lease_id] = Lease(lease_id, request.url, payload, request.priority, request=request)
         return lease
+
+    def take(self, taken: Sequence[tuple[str, bytes]], decode: Callable[[bytes], Request],
+             refused: Callable[[str, bytes, str], None]) -> list[Request]:
+        """The requests of a round's leases (decoded; a payload that does not decode goes to ``refused``)."""
+        requests = []
+        for lease_id, payload in taken:
+            try:
+                request = decode(payload)
+            except DecodeError as exc:
+                refused(lease_id, payload, str(exc))
+                continue
+            self.add(lease_id, request, payload)
+            requests.append(request)
+        return requests
 
     def get(self, lease_id: str) -> Lease | None:
         return self._leases.get(lease_id)
@@ -89,10 +106,17 @@ class LeaseBook:
         """Domain slots this worker holds (leases still downloading), for its fair share of each domain."""
         return dict(Counter(lease_domain(lease.id) for lease in self._leases.values() if lease.downloading))
 
-    def download_finished(self, lease_id: str) -> None:
+    def download_finished(self, lease_id: str, done: Finish | None = None) -> None:
+        """A download is over (``done``: sent with the next round trip, freeing its domain's slot)."""
         lease = self._leases.get(lease_id)
         if lease is not None:
             lease.downloading = False
+        if done is not None:
+            self.finished.append(done)
+
+    def take_finished(self) -> list[Finish]:
+        finished, self.finished = self.finished, []
+        return finished
 
     def ended_by(self, request: Request) -> str:
         """The lease a new request ends ('' if none), taking the lease meta out of the request.

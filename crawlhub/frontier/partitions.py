@@ -32,22 +32,30 @@ per round, pause and budget checked inside it, no hint.
 from __future__ import annotations
 
 import contextlib
+import json
+import logging
 import math
 import random
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 from redis.cluster import RedisCluster
+from scrapy.settings import BaseSettings
 
 from crawlhub.connection import REDIS_ERRORS
-from crawlhub.frontier.dupefilter import Filter
+from crawlhub.frontier.dupefilter import Filter, make_filters
 from crawlhub.frontier.keys import Keys
 from crawlhub.frontier.operations import FrontierOps, partition_counts, queued_per_domain
 from crawlhub.frontier.records import DeadLetter, EnqueueOp, ExpiredLease, Finish, Tick, lease_domain, text
 from crawlhub.seeds import WrongSeedKey, count_seeds
+
+if TYPE_CHECKING:
+    from crawlhub.frontier.politeness import Politeness
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -130,6 +138,29 @@ class Partitions:
                                 filters[p] if filters else None, factor_max, recovery)
                     for p in range(keys.partitions)]
         self.limits: dict[str, Any] = {}  # run-time limits (tagged: read by the client, sent in each tick)
+
+    @classmethod
+    def from_settings(cls, server: redis.Redis, settings: BaseSettings, keys: Keys, politeness: Politeness) -> Partitions:
+        return cls(
+            server, keys, politeness.config(), settings.getint("FRONTIER_DOMAINS_PER_LEASE"),
+            filters=make_filters(server, settings, keys),
+            factor_max=politeness.factor_max, recovery=politeness.recovery,
+            per_lease=settings.getint("FRONTIER_PARTITIONS_PER_LEASE", 4),
+            recheck=settings.getfloat("FRONTIER_PARTITION_RECHECK", 1.0),
+            replica_wait=settings.getint("FRONTIER_REPLICA_WAIT", 0),
+            replica_wait_ms=settings.getint("FRONTIER_REPLICA_WAIT_TIMEOUT", 100),
+        )
+
+    def set_aside(self, payload: bytes, reason: str, most: int) -> None:
+        """Keep an undecodable payload in <spider>:bad_requests, with why (it is never executed)."""
+        logger.warning("Refused a request payload from %s (%s); set aside in %s", self.keys.queue_key, reason,
+                       self.keys.bad_requests)
+        record = json.dumps({"reason": reason, "payload": payload[:4096].decode("utf-8", "backslashreplace"),
+                             "queue": self.keys.queue_key, "at": time.time()})
+        with self.server.pipeline() as pipe:
+            pipe.lpush(self.keys.bad_requests, record)
+            pipe.ltrim(self.keys.bad_requests, 0, most - 1)
+            pipe.execute()
 
     @property
     def count(self) -> int:

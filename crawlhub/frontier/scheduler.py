@@ -31,11 +31,12 @@ from scrapy.dupefilters import BaseDupeFilter
 from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.misc import build_from_crawler, load_object
 
-from crawlhub import services
+from crawlhub import meta, services
 from crawlhub.connection import REDIS_ERRORS, connect_redis, redis_location, redis_shown, worker_id
 from crawlhub.frontier.client import FrontierClient
 from crawlhub.frontier.dupefilter import RedisDupeFilter
 from crawlhub.frontier.serializer import EncodeError
+from crawlhub.frontier.store_link import LeaseStoreLink
 from crawlhub.frontier.upkeep import Upkeep
 from crawlhub.frontier.warden import LeaseWarden
 
@@ -62,7 +63,9 @@ class RedisScheduler(BaseScheduler):
         self.prefetched: deque[Request] = deque()  # leased in the last call, not yet handed to the engine
         # the one owner of every lease's end (signals, and a sweep for what no hook saw)
         self.warden = LeaseWarden(crawler, frontier, lambda: self.prefetched)
-        self.upkeep = Upkeep(crawler, frontier, self.has_pending_requests, self.warden.sweep)
+        # the store's flush handshake (crawlhub.frontier.view.StoreLink): a page's lease ends after its items are written
+        self.store_link = LeaseStoreLink(frontier.leases, frontier.ends.finish)
+        self.upkeep = Upkeep(crawler, frontier, self.has_pending_requests, self.warden.sweep, self.store_link.on_drained)
         frontier.on_lost.append(self._frontier_lost)
         self.concurrency = settings.getint("CONCURRENT_REQUESTS")
         self.lease_batch = settings.getint("FRONTIER_LEASE_BATCH")
@@ -122,6 +125,9 @@ class RedisScheduler(BaseScheduler):
 
     # -- Scrapy's scheduler interface ------------------------------------------
     def enqueue_request(self, request: Request) -> bool:
+        if meta.END in request.meta:  # a component's decision on a leased request (crawlhub.intent)
+            self.frontier.ends.end(request)
+            return True
         try:
             self.frontier.enqueue(request, self._fingerprint(request))
         except EncodeError as exc:
@@ -147,7 +153,7 @@ class RedisScheduler(BaseScheduler):
             return self.prefetched.popleft()
         frontier, upkeep = self.frontier, self.upkeep
         early = upkeep.early()
-        if frontier.budget_exhausted or frontier.store_full or early > 0:
+        if frontier.budget_exhausted or self.store_link.full or early > 0:
             if frontier.has_pending_writes:
                 frontier.flush()
             if early > 0:  # asked before a domain can be ready (or a timer fired a hair early): ask again then

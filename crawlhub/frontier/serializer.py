@@ -114,9 +114,11 @@ class RequestSerializer:
             d.setdefault(attr, getattr(request, attr))
         if type(request) is not Request:
             d["_class"] = f"{type(request).__module__}.{type(request).__name__}"
-        if PROXY_CHOSEN in d.get("meta", {}):
-            d["meta"] = {k: v for k, v in d["meta"].items() if k not in PER_DOWNLOAD_META}
-            d["headers"] = {k: v for k, v in d.get("headers", {}).items() if k.lower() != b"proxy-authorization"}
+        request_meta = d.get("meta") or {}
+        if any(k in request_meta for k in PER_DOWNLOAD_META):  # one download's: never stored
+            d["meta"] = {k: v for k, v in request_meta.items() if k not in PER_DOWNLOAD_META}
+            if PROXY_CHOSEN in request_meta:
+                d["headers"] = {k: v for k, v in d.get("headers", {}).items() if k.lower() != b"proxy-authorization"}
         out: dict[str, Any] = {"url": d.pop("url")}
         cls = d.pop("_class", None)
         if cls is not None:

@@ -14,17 +14,20 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import redis
 from scrapy.crawler import Crawler
 from twisted.internet import task
 from twisted.internet.base import DelayedCall
 
 from crawlhub._compat import wake_engine
 from crawlhub.connection import REDIS_ERRORS
+from crawlhub.frontier.policy import Requeue
 
 if TYPE_CHECKING:
     from crawlhub.frontier.client import FrontierClient
@@ -34,7 +37,7 @@ logger = logging.getLogger(__name__)
 
 class Upkeep:
     def __init__(self, crawler: Crawler, frontier: FrontierClient, has_pending: Callable[[], bool],
-                 sweep: Callable[[], int] = lambda: 0):
+                 sweep: Callable[[], int] = lambda: 0, on_store_drained: list[Callable[[], None]] | None = None):
         settings = crawler.settings
         self.crawler = crawler
         self.frontier = frontier
@@ -51,7 +54,8 @@ class Upkeep:
         self._wakeup: DelayedCall | None = None
         self._last_renew = self._last_reclaim = self._last_count = 0.0
         frontier.on_redis_back.append(self._renew_now)
-        frontier.on_store_drained.append(self._starve)  # let the poller wake the engine
+        if on_store_drained is not None:
+            on_store_drained.append(self._starve)  # let the poller wake the engine
 
     def start(self) -> None:
         for interval, func in ((self.poll_interval, self.poll), (self.maintenance_interval, self.maintain)):
@@ -144,15 +148,74 @@ class Upkeep:
             frontier.counters.send()
             if now - self._last_renew >= frontier.lease_ttl / 3:
                 self._last_renew = now
-                frontier.renew()
+                lost = frontier.ops.renew(frontier.leases.ids(), frontier.lease_ttl)
+                if lost:
+                    frontier.stats.inc_value("leases/lost", len(lost))
+                    logger.warning("%d leases expired before this worker renewed them (they may be crawled twice)",
+                                   len(lost))
             if now - self._last_count >= 2.0:
                 self._last_count = now
-                frontier.count_live_workers(self.dead_after)
+                frontier.live_workers = live_workers(frontier.server, frontier.keys.workers, self.dead_after)
             if now - self._last_reclaim >= self.reclaim_interval:
                 self._last_reclaim = now
-                frontier.reclaim()
+                reclaim(frontier)
         except REDIS_ERRORS as exc:
             frontier.redis_down = True
             logger.warning("Lease maintenance skipped: Redis unavailable (%s)", exc)
         except Exception:  # noqa: BLE001 - a timer must not die
             logger.exception("Lease maintenance failed")
+
+
+def redis_uptime(server: redis.Redis) -> int:
+    """Seconds since the Redis (or, for a cluster, its youngest primary) started."""
+    info = server.info("server")
+    if "uptime_in_seconds" in info:
+        return int(info["uptime_in_seconds"])
+    ups = [int(v.get("uptime_in_seconds", 0)) for v in info.values() if isinstance(v, dict)]
+    return min(ups) if ups else 0
+
+
+def live_workers(server: redis.Redis, key: str, dead_after: float) -> int:
+    """Live workers of the spider (heartbeats in hash ``key``), so that a domain's slots are shared among them."""
+    now = time.time()
+    alive = 0
+    for raw in server.hvals(key):
+        try:
+            record = json.loads(raw)
+        except ValueError:
+            continue
+        alive += record.get("state") == "running" and now - record.get("last_beat", 0) <= dead_after
+    return max(1, alive)
+
+
+def reclaim(frontier: FrontierClient) -> int:
+    """Put expired leases (their worker died) back in the queue, counting an attempt.
+
+    Not while Redis has been up, or reachable from this worker, for less than LEASE_TTL:
+    after an outage every live worker's leases look expired until it has renewed them.
+    """
+    server, keys, ttl = frontier.server, frontier.keys, frontier.lease_ttl
+    if time.monotonic() - frontier.redis_back_at < ttl or redis_uptime(server) < ttl:
+        return 0
+    if not server.set(keys.reclaim_lock, frontier.worker, nx=True, px=int(ttl * 1000)):
+        return 0
+    reclaimed = 0
+    try:
+        for expired in frontier.ops.expired():
+            if expired.lease_id in frontier.leases:  # ours, and alive: renew missed, keep it
+                continue
+            fate = frontier.policy.after_expiry(expired, frontier.spider_name)
+            if fate is None:
+                frontier.ack([expired.lease_id])
+            elif isinstance(fate, Requeue):
+                if frontier.ops.requeue(expired.lease_id, fate.payload, fate.priority):
+                    reclaimed += 1
+                    logger.info("Reclaimed %s from %s (lease expired)", fate.url, expired.worker)
+            else:
+                frontier.ops.dead_letter(expired.lease_id, fate)
+    finally:
+        server.delete(keys.reclaim_lock)
+    if reclaimed:
+        frontier.stats.inc_value("leases/reclaimed", reclaimed)
+        frontier.count("reclaimed", reclaimed)
+    return reclaimed

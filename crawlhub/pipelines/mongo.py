@@ -21,10 +21,12 @@
   16 MB, a key it cannot store): described (long fields cut, their length
   said) with MongoDB's reason, while the rest of its batch is written and
   acked.
-* The store's handshake with the frontier (``frontier_of(crawler)``: a
-  flush takes the leases done before it began, ``flush_succeeded`` or
-  ``flush_failed`` hands them back): a page's lease is released only once its
-  items are written.
+* The store's handshake with the frontier (``store_link_of(crawler)``, a
+  :class:`~crawlhub.frontier.view.StoreLink`: a flush takes the leases done
+  before it began, ``flush_succeeded`` or ``flush_failed`` hands them back): a
+  page's lease is released only once its items are written. The URL status
+  store's news come by signal (``crawlhub.signals.status_observed``) into this
+  pipeline's own buffer, written with the next flush.
 * If MongoDB cannot be reached the batch is kept and retried on the next
   flush, with backoff; when MONGO_BUFFER_MAX items are waiting, the item flow
   waits for MongoDB (the worker takes no new pages meanwhile), so memory stays
@@ -42,6 +44,7 @@ import time
 from collections import defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import bson
 from bson.errors import InvalidDocument
@@ -58,7 +61,7 @@ from crawlhub import signals as crawlhub_signals
 from crawlhub.components import frontier_of
 from crawlhub.config import redact_url
 from crawlhub.connection import get_mongo, mongo_error
-from crawlhub.frontier.client import FrontierClient
+from crawlhub.frontier.view import StoreLink, store_link_of
 from crawlhub.items import BOOKKEEPING_FIELDS, VOLATILE_FIELDS, ItemMeta, cycle_field, is_empty, item_meta
 from crawlhub.pipelines.validate import InvalidItem
 from crawlhub.revisit.store import GoneCheck, StatusStore
@@ -310,11 +313,13 @@ class MongoPipeline:
         self.home = settings.get("CRAWLHUB_HOME")
         self.buffer: list[tuple[ItemMeta, dict]] = []
         self.quarantined: list[dict] = []
+        self.statuses: list[Any] = []  # the URL status store's news (status_observed)
         self.lock = DeferredLock()
         self.timer: task.LoopingCall | None = None
         self.client = None
         self.writer: MongoWriter | None = None
         crawler.signals.connect(self.item_dropped, signal=signals.item_dropped)
+        crawler.signals.connect(self.status_observed, signal=crawlhub_signals.status_observed)
 
     @classmethod
     def from_crawler(cls, crawler):
@@ -330,9 +335,9 @@ class MongoPipeline:
             "Storing items in MongoDB %s, database %r",
             redact_url(services.mongo_uri(self.crawler.settings)), self.database,
         )
-        frontier = frontier_of(self.crawler)
-        if frontier is not None:  # a page's lease ends only after its items are written
-            frontier.store_opened()
+        link = store_link_of(self.crawler)
+        if link is not None:  # a page's lease ends only after its items are written
+            link.opened()
         if self.interval > 0:
             self.timer = task.LoopingCall(lambda: deferred_from_coro(self.flush()))
             self.timer.start(self.interval, now=False)
@@ -361,9 +366,9 @@ class MongoPipeline:
     def _set_backlog(self, full: bool) -> None:
         if full != self.backlog:
             self.backlog = full
-            frontier = frontier_of(self.crawler)
-            if frontier is not None:
-                frontier.store_backlog(full)
+            link = store_link_of(self.crawler)
+            if link is not None:
+                link.backlog(full)
             if full:
                 logger.warning("%d items wait for MongoDB: taking no new requests until it is back", len(self.buffer))
 
@@ -396,26 +401,30 @@ class MongoPipeline:
         for MongoDB's server selection in turn. ``force`` (at close) tries anyway.
         """
         done = await maybe_deferred_to_future(self.lock.run(lambda: deferred_from_coro(self._flush(force))))
-        frontier = frontier_of(self.crawler)
-        if done and force and frontier is not None and frontier.status_updates:
+        if done and force and self.statuses:
             # at close: what the leases this flush ended still have for the status store (a revisit's gone items)
             done = await maybe_deferred_to_future(self.lock.run(lambda: deferred_from_coro(self._flush(force))))
         return done
 
-    def _leases(self) -> tuple[FrontierClient | None, list[str]]:
-        """The frontier, and the leases this flush covers (every page done before it began)."""
-        frontier = frontier_of(self.crawler)
-        return frontier, frontier.flush_started() if frontier is not None else []
+    def status_observed(self, updates: list[Any]) -> None:
+        """News for the URL status store (crawlhub.signals.status_observed): written with the next flush."""
+        self.statuses.extend(updates)
+
+    def _leases(self) -> tuple[StoreLink | None, list[str]]:
+        """The store link, and the leases this flush covers (every page done before it began)."""
+        link = store_link_of(self.crawler)
+        return link, link.flush_started() if link is not None else []
 
     async def _flush(self, force: bool = False) -> bool:
         if self.failures and not force and time.monotonic() < self.retry_at:
             return False
-        frontier, leases = self._leases()
-        statuses = frontier.take_status_updates() if frontier is not None else []
+        link, leases = self._leases()
+        statuses, self.statuses = self.statuses, []
+        frontier = frontier_of(self.crawler)
         cycle = frontier.epoch_id if frontier is not None else ""
         if not self.buffer and not self.quarantined and not statuses:
-            if frontier is not None and leases:  # their items were written by earlier flushes
-                frontier.flush_succeeded(leases)
+            if link is not None and leases:  # their items were written by earlier flushes
+                link.flush_succeeded(leases)
             return True
         # write a snapshot; it leaves the buffers only once it is stored
         batch, quarantined = list(self.buffer), list(self.quarantined)
@@ -423,9 +432,9 @@ class MongoPipeline:
         try:
             counts = await maybe_deferred_to_future(threads.deferToThread(self.writer.write, batch, quarantined, statuses, cycle))
         except Exception as exc:  # noqa: BLE001 - MongoDB down, or anything else: keep the batch, never die
-            if frontier is not None:
-                frontier.flush_failed(leases)
-                frontier.status_updates_failed(statuses)
+            self.statuses[:0] = statuses
+            if link is not None:
+                link.flush_failed(leases)
             self.failures += 1
             self.last_error = mongo_error(exc)
             self.retry_at = time.monotonic() + min(0.5 * 2 ** (self.failures - 1), 30.0)
@@ -444,8 +453,8 @@ class MongoPipeline:
         self.failures = 0
         if len(self.buffer) < self.buffer_max:
             self._set_backlog(False)
-        if frontier is not None:
-            frontier.flush_succeeded(leases)
+        if link is not None:
+            link.flush_succeeded(leases)
         stats = self.crawler.stats
         for name, value in counts.items():
             stats.inc_value(f"mongo/{name}", value)

@@ -12,22 +12,13 @@ import re
 from urllib.parse import urlsplit
 
 from itemadapter import ItemAdapter
-from scrapy.exceptions import DropItem
 
 from crawlhub.contracts import contract_of, dict_contract
+from crawlhub.exceptions import InvalidItem
 from crawlhub.items import item_meta
 
 _DECIMAL = re.compile(r"\d+(\.\d+)?")
 _ISO4217 = re.compile(r"[A-Z]{3}")
-
-
-class InvalidItem(DropItem):
-    """An item that failed validation; ``reasons`` says why, ``fields`` the same per field ("" = the item)."""
-
-    def __init__(self, reasons: list[str], fields: dict[str, list[str]] | None = None):
-        self.reasons = reasons
-        self.fields = fields if fields is not None else {"": list(reasons)}
-        super().__init__("invalid item, quarantined: " + "; ".join(reasons), log_level="WARNING")
 
 
 def field_problems(item) -> dict[str, list[str]]:

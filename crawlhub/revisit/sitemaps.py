@@ -34,6 +34,7 @@ from scrapy.utils.gz import gunzip, gzip_magic_number
 from scrapy.utils.sitemap import Sitemap
 
 from crawlhub import meta
+from crawlhub import signals as crawlhub_signals
 from crawlhub.components import frontier_of
 
 logger = logging.getLogger(__name__)
@@ -133,7 +134,7 @@ class SitemapMixin:
         now = time.time()
         for lastmod in lastmods:
             lastmod.now = now
-            frontier.record_status(lastmod)
+        self.crawler.signals.send_catch_log(crawlhub_signals.status_observed, updates=lastmods)  # type: ignore[attr-defined]
 
     def sitemap_body(self, response: Response) -> bytes | None:
         """The sitemap XML of a response (gunzipped if need be, within DOWNLOAD_MAXSIZE), or None."""

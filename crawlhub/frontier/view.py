@@ -1,0 +1,91 @@
+"""What components may know of the shared frontier: two small typed interfaces.
+
+Components never import the frontier client (``make lint`` holds that: an
+import-linter contract in pyproject.toml). They send intent through Scrapy's
+paths (crawlhub.intent, crawlhub.signals) and read the shared state through:
+
+* :func:`frontier_of` -> :class:`FrontierView`: the shared Redis, the spider's
+  key names, this worker's id, the domain limits, and what the spider's idle
+  check needs; None when the crawl does not run on crawlhub's scheduler
+  (``scrapy shell``, a unit test, another SCHEDULER): a component then does
+  what plain Scrapy would;
+* :func:`store_link_of` -> :class:`StoreLink`: the store's flush handshake (a
+  page's lease ends only after its items are written).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+import redis
+from scrapy.crawler import Crawler
+
+if TYPE_CHECKING:
+    from crawlhub.frontier.keys import Keys
+    from crawlhub.frontier.partitions import Partitions
+    from crawlhub.frontier.politeness import Politeness
+    from crawlhub.frontier.scheduler import RedisScheduler
+
+__all__ = ["FrontierView", "StoreLink", "frontier_of", "store_link_of"]
+
+
+class FrontierView(Protocol):
+    """The running crawl's shared frontier, as components see it (read, and the refresher's moves)."""
+
+    server: redis.Redis
+    worker: str
+    spider_name: str
+    keys: Keys
+    politeness: Politeness  # the domains' limits: a request without a lease takes its slot here
+    ops: Partitions  # the refresher moves due URLs into the queues with it
+    budget_exhausted: bool
+    work_waiting: bool  # the last round saw requests queued that were not ready yet
+
+    @property
+    def epoch_id(self) -> str:
+        """The id of the frontier epoch this worker knows (a crawl cycle: crawlhub/frontier/epoch.py)."""
+
+    def counts(self) -> dict[str, int]: ...
+
+    def count(self, field: str, n: int = 1) -> None:
+        """Add ``n`` to ``field`` of ``<spider>:stats`` (the cluster's counters)."""
+
+
+class StoreLink(Protocol):
+    """The store's handshake with the frontier (MongoPipeline): a page's lease ends after its items are written."""
+
+    def opened(self) -> None:
+        """A store that acknowledges writes is in use: a done lease ends after its next flush."""
+
+    def flush_started(self) -> list[str]:
+        """A flush begins: the leases it covers (every page done before it began)."""
+
+    def flush_succeeded(self, leases: list[str]) -> None: ...
+
+    def flush_failed(self, leases: list[str]) -> None: ...
+
+    def backlog(self, full: bool) -> None:
+        """The store's buffer is full (the worker takes no new requests) or has drained."""
+
+
+def _scheduler(crawler: Crawler) -> RedisScheduler | None:
+    try:
+        engine = crawler.engine
+    except RuntimeError:  # the crawl has not started (Scrapy sets the engine then)
+        return None
+    from crawlhub.frontier.scheduler import RedisScheduler
+
+    scheduler = engine.scheduler if engine is not None else None
+    return scheduler if isinstance(scheduler, RedisScheduler) else None
+
+
+def frontier_of(crawler: Crawler) -> FrontierView | None:
+    """The running crawl's shared frontier, or None (not started, or not on crawlhub's scheduler)."""
+    scheduler = _scheduler(crawler)
+    return scheduler.frontier if scheduler is not None else None
+
+
+def store_link_of(crawler: Crawler) -> StoreLink | None:
+    """The store's handshake with the running crawl's frontier, or None (as for :func:`frontier_of`)."""
+    scheduler = _scheduler(crawler)
+    return scheduler.store_link if scheduler is not None else None
