@@ -73,10 +73,11 @@ def _scheduler(crawler: Crawler) -> RedisScheduler | None:
         engine = crawler.engine
     except RuntimeError:  # the crawl has not started (Scrapy sets the engine then)
         return None
-    from crawlhub.frontier.scheduler import RedisScheduler
-
     scheduler = engine.scheduler if engine is not None else None
-    return scheduler if isinstance(scheduler, RedisScheduler) else None
+    # (not isinstance(scheduler, RedisScheduler): Scrapy's BaseScheduler answers isinstance by duck typing)
+    from crawlhub.frontier.client import FrontierClient
+
+    return scheduler if isinstance(getattr(scheduler, "frontier", None), FrontierClient) else None  # type: ignore[return-value]
 
 
 def frontier_of(crawler: Crawler) -> FrontierView | None:
