@@ -24,6 +24,9 @@ scrapy-playwright (``ScrapyPlaywrightDownloadHandler``):
 from __future__ import annotations
 
 import inspect
+from typing import Any
+
+from scrapy.crawler import Crawler
 
 # scrapy-playwright's handler: attribute -> what crawlhub needs of it
 PLAYWRIGHT_PRIVATE = {
@@ -37,7 +40,7 @@ class IncompatibleRelease(RuntimeError):
     """An installed Scrapy or scrapy-playwright lacks a private API crawlhub uses; the message names it."""
 
 
-def wake_engine(crawler) -> bool:
+def wake_engine(crawler: Crawler) -> bool:
     """Ask the engine for requests now (Scrapy's private ``engine._slot.nextcall``); False if it cannot."""
     slot = getattr(crawler.engine, "_slot", None)
     nextcall = getattr(slot, "nextcall", None)
@@ -47,7 +50,7 @@ def wake_engine(crawler) -> bool:
     return True
 
 
-def in_progress(crawler) -> set | None:
+def in_progress(crawler: Crawler) -> set[Any] | None:
     """The requests Scrapy's engine holds now (private ``engine._slot.inprogress``); None if it cannot tell."""
     try:
         engine = crawler.engine
@@ -58,7 +61,7 @@ def in_progress(crawler) -> set | None:
     return held if isinstance(held, set) else None
 
 
-def check_playwright_handler(cls) -> None:
+def check_playwright_handler(cls: type[Any]) -> None:
     """Raise :class:`IncompatibleRelease` naming what scrapy-playwright's handler no longer has."""
     problems = []
     for name, params in PLAYWRIGHT_PRIVATE.items():
@@ -74,7 +77,7 @@ def check_playwright_handler(cls) -> None:
                                   " (crawlhub/_compat.py lists what crawlhub needs)")
 
 
-async def browser_version(handler) -> str:
+async def browser_version(handler: Any) -> str:
     """The version of the Chromium the handler runs (launched if need be)."""
     await handler._maybe_launch_browser()
-    return handler.browser.version
+    return str(handler.browser.version)

@@ -26,11 +26,19 @@ What it does, in this order (before the crawler exists, so that a spider's
 
 from __future__ import annotations
 
-from scrapy.settings import BaseSettings
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from scrapy import Spider
+from scrapy.crawler import Crawler
+from scrapy.settings import BaseSettings, Settings
 
 from crawlhub import default_settings
 from crawlhub.config import SettingError, apply_env_overrides
 from crawlhub.habits import translate
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 # dict settings whose entries are components: merged entry by entry
 COMPONENTS = ("DOWNLOADER_MIDDLEWARES", "SPIDER_MIDDLEWARES", "ITEM_PIPELINES", "EXTENSIONS")
@@ -38,12 +46,12 @@ COMPONENTS = ("DOWNLOADER_MIDDLEWARES", "SPIDER_MIDDLEWARES", "ITEM_PIPELINES", 
 VERIFYING_CONTEXT_FACTORY = "scrapy.core.downloader.contextfactory.BrowserLikeContextFactory"
 
 
-def defaults() -> dict:
+def defaults() -> dict[str, Any]:
     """crawlhub's settings and their defaults (the upper-case names of crawlhub.default_settings)."""
     return {name: getattr(default_settings, name) for name in dir(default_settings) if name.isupper()}
 
 
-def install(settings: BaseSettings, environ=None) -> list[str]:
+def install(settings: BaseSettings, environ: Mapping[str, str] | None = None) -> list[str]:
     """crawlhub's defaults at the "addon" priority, then the environment over them; returns the
     names the environment overrode."""
     values = defaults()
@@ -66,7 +74,7 @@ def install(settings: BaseSettings, environ=None) -> list[str]:
     return overridden
 
 
-def apply_spider(settings: BaseSettings, spidercls) -> None:
+def apply_spider(settings: BaseSettings, spidercls: type[Spider]) -> None:
     """The settings that follow from the spider class and the settings in force."""
     if settings.getbool("TLS_VERIFY"):  # plain downloads verify too (the browser: crawlhub.browser_handler)
         settings.set("DOWNLOADER_CLIENTCONTEXTFACTORY", VERIFYING_CONTEXT_FACTORY, "addon")
@@ -85,7 +93,7 @@ def apply_spider(settings: BaseSettings, spidercls) -> None:
         hook(settings)
 
 
-def tool_settings():
+def tool_settings() -> Settings:
     """The project's settings with crawlhub's installed, for code that runs no crawl (the ``crawlhub``
     command, the demo): what a worker of this project would see, less its spider's own."""
     from scrapy.utils.project import get_project_settings
@@ -95,7 +103,7 @@ def tool_settings():
     return settings
 
 
-def worker_settings(settings: BaseSettings, spidercls) -> BaseSettings:
+def worker_settings(settings: BaseSettings, spidercls: type[Spider]) -> BaseSettings:
     """A copy of ``settings`` as a worker of ``spidercls`` has them: the spider's own (``custom_settings``,
     scrapy-redis' attributes such as ``redis_key``), then crawlhub's and what follows from the spider."""
     settings = settings.copy()
@@ -135,11 +143,11 @@ def _install(settings: BaseSettings, refuse: bool = False) -> None:
 class Addon:
     """Scrapy add-on: ``ADDONS = {"crawlhub.Addon": 0}`` (see the module's docstring)."""
 
-    def __init__(self, crawler=None):
+    def __init__(self, crawler: Crawler | None = None) -> None:
         self.crawler = crawler
 
     @classmethod
-    def from_crawler(cls, crawler):
+    def from_crawler(cls, crawler: Crawler) -> Self:
         return cls(crawler)
 
     @classmethod

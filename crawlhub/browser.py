@@ -24,8 +24,10 @@ import logging
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 from scrapy.exceptions import NotConfigured
+from scrapy.settings import BaseSettings
 
 from crawlhub import meta
 from crawlhub.frontier import keys
@@ -45,25 +47,25 @@ CHROMIUM_ARGS = [
 ]
 
 
-def chromium_path(settings) -> str:
+def chromium_path(settings: BaseSettings) -> str:
     """CHROMIUM_PATH, else a Chromium on PATH (Debian's), else one that `playwright install chromium` put in its cache."""
     configured = settings.get("CHROMIUM_PATH")
     if configured:
-        return configured
+        return str(configured)
     for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
         found = shutil.which(name)
         if found:
             return found
     cache = Path(os.environ.get("PLAYWRIGHT_BROWSERS_PATH") or Path.home() / ".cache" / "ms-playwright")
-    for found in sorted(cache.glob("chromium-*/chrome-linux*/chrome"), reverse=True):
-        return str(found)
+    for chrome in sorted(cache.glob("chromium-*/chrome-linux*/chrome"), reverse=True):
+        return str(chrome)
     raise NotConfigured(
         "no Chromium found: install Debian's chromium (`apt-get install chromium`, `make test` does it; where "
         "there is no such package, `playwright install chromium`) or set CHROMIUM_PATH"
     )
 
 
-def browser_settings(settings) -> dict:
+def browser_settings(settings: BaseSettings) -> dict[str, Any]:
     """What a browser-using spider adds to its settings (DOWNLOAD_HANDLERS and scrapy-playwright's limits)."""
     contexts = settings.getint("BROWSER_MAX_CONTEXTS")
     if contexts:
@@ -95,7 +97,7 @@ def browser_user_agent(version: str) -> str:
             f"Chrome/{version.split('.')[0]}.0.0.0 Safari/537.36")
 
 
-def is_browser_timeout(exception) -> bool:
+def is_browser_timeout(exception: BaseException) -> bool:
     try:
         from playwright.async_api import TimeoutError as PlaywrightTimeout
     except ImportError:  # pragma: no cover - playwright is in requirements.txt

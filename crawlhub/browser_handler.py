@@ -6,7 +6,10 @@ A module of its own so that workers that never use the browser never import Play
 from __future__ import annotations
 
 import logging
+from typing import Any
 
+from scrapy import Spider
+from scrapy.crawler import Crawler
 from scrapy_playwright.handler import ScrapyPlaywrightDownloadHandler
 
 from crawlhub._compat import browser_version, check_playwright_handler
@@ -17,8 +20,8 @@ check_playwright_handler(ScrapyPlaywrightDownloadHandler)  # a release without w
 logger = logging.getLogger(__name__)
 
 
-class BrowserDownloadHandler(ScrapyPlaywrightDownloadHandler):
-    def __init__(self, crawler):
+class BrowserDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore[misc]  # (untyped: scrapy-playwright)
+    def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler)
         settings = crawler.settings
         options = dict(self.config.launch_options)
@@ -30,10 +33,10 @@ class BrowserDownloadHandler(ScrapyPlaywrightDownloadHandler):
         self.verify_tls = settings.getbool("TLS_VERIFY")
         aborted = frozenset(settings.getlist("BROWSER_ABORT_RESOURCES"))
 
-        def abort(request) -> bool:
-            return request.resource_type in aborted
+        def abort(request: Any) -> bool:  # a Playwright request
+            return bool(request.resource_type in aborted)
 
-        if aborted and self.abort_request is None:
+        if aborted and getattr(self, "abort_request", None) is None:
             self.abort_request = abort
         # one handler per scheme (http, https), one browser line per worker: the stats say whether it was logged
         if crawler.stats.get_value("browser/executable") is None:
@@ -42,7 +45,8 @@ class BrowserDownloadHandler(ScrapyPlaywrightDownloadHandler):
                         options["executable_path"], self.config.max_contexts or 0, self.config.max_pages_per_context,
                         ", ".join(sorted(aborted)) or "nothing")
 
-    async def _create_browser_context(self, name, context_kwargs, spider=None):
+    async def _create_browser_context(self, name: str, context_kwargs: dict[str, Any] | None,
+                                      spider: Spider | None = None) -> Any:
         # every context (one per proxy) shows Chromium's User-Agent without "Headless"
         kwargs = dict(context_kwargs or {})
         # certificates: verified only with TLS_VERIFY, as for plain downloads (Scrapy does not verify by default)

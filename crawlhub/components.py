@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Self
+from typing import TYPE_CHECKING
 
 import redis
 from scrapy.crawler import Crawler
 
 from crawlhub.connection import REDIS_ERRORS
 from crawlhub.frontier.view import FrontierView, frontier_of
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 __all__ = ["FrontierMiddleware", "cluster_choice", "frontier_of"]
 
@@ -54,7 +57,7 @@ def cluster_choice(server: redis.Redis | None, key: str, field: str, proposal: s
 class FrontierMiddleware:
     """Base of the middlewares that work with the shared frontier (``self.frontier``, None without it)."""
 
-    def __init__(self, crawler: Crawler):
+    def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
 
     @classmethod

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -20,7 +21,7 @@ class SettingError(ValueError):
     """An environment variable could not be read as the setting's type."""
 
 
-def coerce(name: str, raw: str, default):
+def coerce(name: str, raw: str, default: Any) -> Any:
     """Turn the environment string ``raw`` into the type of ``default``."""
     try:
         if isinstance(default, bool):
@@ -51,7 +52,7 @@ def coerce(name: str, raw: str, default):
     return raw
 
 
-def apply_env_overrides(namespace: MutableMapping, environ=None) -> list[str]:
+def apply_env_overrides(namespace: MutableMapping[str, Any], environ: Mapping[str, str] | None = None) -> list[str]:
     """Override upper-case names in ``namespace`` from ``environ``.
 
     Returns the names that were overridden (for logging; values are not

@@ -10,12 +10,15 @@ import logging
 import os
 import socket
 import time
+from typing import Any
 
 import redis
+from pymongo import MongoClient
 from redis.backoff import ExponentialBackoff
 from redis.cluster import ClusterNode, RedisCluster
 from redis.exceptions import RedisClusterException
 from redis.retry import Retry
+from scrapy.settings import BaseSettings
 
 from crawlhub import services
 from crawlhub.config import redact_url
@@ -58,7 +61,7 @@ REDIS_PARAMS = {
 CLUSTER_SCHEME = "redis+cluster"
 
 
-def cluster_nodes(settings) -> tuple[list[tuple[str, int]], str] | None:
+def cluster_nodes(settings: BaseSettings) -> tuple[list[tuple[str, int]], str] | None:
     """The startup nodes and the URL they came from when the settings name a Redis Cluster, else None.
 
     REDIS_CLUSTER_NODES="host:port,host:port" (with REDIS_URL for the password, if any), or
@@ -82,29 +85,29 @@ def cluster_nodes(settings) -> tuple[list[tuple[str, int]], str] | None:
     return nodes, url or f"redis://{nodes[0][0]}:{nodes[0][1]}"
 
 
-def redis_location(settings) -> tuple[str, bool]:
+def redis_location(settings: BaseSettings) -> tuple[str, bool]:
     """The URL of the Redis the settings name (a cluster: its first node's) and whether it is a cluster.
     Only a single Redis with no REDIS_URL starts the embedded server: a cluster never does."""
     cluster = cluster_nodes(settings)
     return (cluster[1], True) if cluster else (services.redis_url(settings), False)
 
 
-def redis_shown(settings, url: str, cluster: bool) -> str:
+def redis_shown(settings: BaseSettings, url: str, cluster: bool) -> str:
     """How a start-up line names the Redis at ``url`` (from :func:`redis_location`), password hidden."""
     if cluster:
         return f"Redis Cluster {redact_url(url)}"
     return f"Redis {redact_url(url)}{'' if settings.get('REDIS_URL') else ' (embedded)'}"
 
 
-def is_cluster(server) -> bool:
+def is_cluster(server: redis.Redis) -> bool:
     """Whether the client talks to a Redis Cluster."""
     return isinstance(server, RedisCluster)
 
 
-def get_redis(settings) -> redis.Redis:
+def get_redis(settings: BaseSettings) -> redis.Redis:
     """A Redis client (bytes responses) for REDIS_URL or the embedded server; a cluster client
     (redis-py's RedisCluster, same commands) when the settings name a Redis Cluster."""
-    params = dict(REDIS_PARAMS)
+    params: dict[str, Any] = dict(REDIS_PARAMS)
     # a restarted Redis: reconnect with backoff (about 20 s in all) before failing
     params["retry"] = Retry(ExponentialBackoff(cap=3.0, base=0.1), settings.getint("REDIS_RETRIES", 10))
     params["retry_on_error"] = [redis.ConnectionError, redis.TimeoutError]
@@ -116,7 +119,8 @@ def get_redis(settings) -> redis.Redis:
         params.pop("retry_on_error", None)
         # a failover: redis-py re-reads the slots (MOVED, or a node that stopped answering) and retries
         params["cluster_error_retry_attempts"] = max(3, settings.getint("REDIS_RETRIES", 10))
-        client = RedisCluster.from_url(url, startup_nodes=[ClusterNode(h, p) for h, p in nodes], **params)
+        startup = [ClusterNode(h, p) for h, p in nodes]  # type: ignore[no-untyped-call]
+        client = RedisCluster.from_url(url, startup_nodes=startup, **params)
         return client  # type: ignore[return-value]  # the same commands as redis.Redis
     url = services.redis_url(settings)
     try:
@@ -126,7 +130,7 @@ def get_redis(settings) -> redis.Redis:
                      "(e.g. redis://:PASSWORD@host:6379/0, rediss:// for TLS)") from None
 
 
-def connect_redis(settings) -> redis.Redis:
+def connect_redis(settings: BaseSettings) -> redis.Redis:
     """get_redis(), waiting up to REDIS_STARTUP_WAIT seconds for the server to answer.
 
     Raises :class:`Unreachable` with a one-line reason when it does not.
@@ -146,7 +150,8 @@ def connect_redis(settings) -> redis.Redis:
     while True:
         try:
             server.ping()
-            server.set_retry(retry)
+            if retry is not None:
+                server.set_retry(retry)
             return server
         except redis.AuthenticationError as exc:
             raise Unreachable(f"Redis at {redact_url(url)} refused the credentials: {exc} (a final answer: "
@@ -168,7 +173,7 @@ def connect_redis(settings) -> redis.Redis:
             delay = min(delay * 2, 5)
 
 
-def _connect_cluster(settings, url: str) -> redis.Redis:
+def _connect_cluster(settings: BaseSettings, url: str) -> redis.Redis:
     """A cluster client, once the cluster answers (its slots are read when the client is made)."""
     deadline = time.monotonic() + settings.getfloat("REDIS_STARTUP_WAIT", 30)
     delay = 0.5
@@ -194,7 +199,7 @@ def _is_auth_error(exc: Exception) -> bool:
     return any(word in text for word in ("WRONGPASS", "NOAUTH", "AUTH ", "INVALID PASSWORD", "INVALID USERNAME"))
 
 
-def get_mongo(settings, server_selection_timeout_ms: int | None = None):
+def get_mongo(settings: BaseSettings, server_selection_timeout_ms: int | None = None) -> MongoClient[Any]:
     """A pymongo client for MONGO_URI or the embedded server (:class:`BadURL` for a malformed MONGO_URI)."""
     import pymongo
     from pymongo.errors import ConfigurationError
@@ -211,7 +216,7 @@ def get_mongo(settings, server_selection_timeout_ms: int | None = None):
                      "(a password with @ : / % must be percent-encoded)") from None
 
 
-def check_mongo(settings) -> None:
+def check_mongo(settings: BaseSettings) -> None:
     """MongoDB answers within MONGO_STARTUP_WAIT seconds (0: a short look, 2 s at most), else :class:`Unreachable`
     with one line (no topology)."""
     from pymongo.errors import PyMongoError

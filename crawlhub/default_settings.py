@@ -14,6 +14,8 @@ off the shared frontier) and, for ``scrapy genspider -t crawlhub``,
 ``TEMPLATES_DIR`` (:data:`crawlhub.TEMPLATES_DIR`).
 """
 
+from typing import Any
+
 # False: this process does not join the shared frontier (Scrapy's in-memory
 # scheduler, no seeds, no worker record, no cluster stats); the shell, check,
 # parse, fetch and view commands set it.
@@ -30,7 +32,7 @@ REDIS_CLUSTER_NODES = ""
 # Reconnection tries (exponential backoff, 0.1 s to 3 s) before a Redis call fails.
 REDIS_RETRIES = 10
 # Extra redis-py client options (JSON object in the environment).
-REDIS_PARAMS = {}
+REDIS_PARAMS: dict[str, Any] = {}
 MONGO_URI = ""
 MONGO_DATABASE = "crawlhub"
 # Where the embedded servers keep their data; empty = <project>/.crawlhub
@@ -100,7 +102,7 @@ DOMAIN_RATE = "4/s"
 DOMAIN_CONCURRENCY = 8
 # Per-domain overrides: {"example.com": "1/s", "big.org": {"rate": "20/s", "concurrency": 16}}.
 # `crawlhub limits set DOMAIN RATE --concurrency N` overrides both at run time.
-DOMAIN_LIMITS = {}
+DOMAIN_LIMITS: dict[str, Any] = {}
 # Requests a domain may take back to back after a quiet spell (1 = strictly paced).
 DOMAIN_BURST = 1
 # Answers that slow a domain down for every worker (Retry-After blocks it
@@ -323,8 +325,8 @@ BROWSER_DOMAINS_REFRESH = 5.0
 HEADER_PROFILES_ENABLED = True
 HEADER_PROFILES_POLICY = "rotate"
 # Narrow the choice: families chrome, edge, firefox, safari; os windows, macos, linux (empty = all).
-HEADER_PROFILES_FAMILIES = []
-HEADER_PROFILES_OS = []
+HEADER_PROFILES_FAMILIES: list[str] = []
+HEADER_PROFILES_OS: list[str] = []
 # One profile id for every request (`crawlhub profiles list`); empty = choose.
 HEADER_PROFILES_PIN = ""
 # Another profile file (same format; `crawlhub profiles check FILE` validates it); empty = the bundled one.
@@ -334,17 +336,17 @@ HEADER_PROFILES_FILE = ""
 # Pools by provider or type, cheapest first: {"datacenter": ["http://user:pw@host:port", ...],
 # "residential": [{"url": "...", "country": "de"}]} (JSON in the environment), and/or a
 # file with one proxy per line: URL [pool=NAME] [country=CC] [name=ID]. Empty = no proxies.
-PROXY_POOLS = {}
+PROXY_POOLS: dict[str, Any] = {}
 PROXY_FILE = ""
 # Escalation order of the pools (empty = the order they are declared in).
-PROXY_TIERS = []
+PROXY_TIERS: list[str] = []
 # round_robin, random, or sticky (one proxy per domain for the whole cluster while it is healthy).
 PROXY_ROTATION = "round_robin"
 # A proxied answer with one of these codes, or a body with one of these
 # markers (case-insensitive; a spider's ban_markers add to them), or a
 # connection error is a failure of the proxy on that domain.
 PROXY_BAN_CODES = [403, 407, 429, 503]
-PROXY_BAN_MARKERS = []
+PROXY_BAN_MARKERS: list[str] = []
 # Failures in a row (per proxy and domain) before the proxy cools down on the domain
 # for PROXY_COOLDOWN seconds, doubling with each further failure up to PROXY_COOLDOWN_MAX.
 PROXY_BAN_AFTER = 2
@@ -413,4 +415,4 @@ REFRESH_BATCH = 500
 REFRESH_LOCK_TTL = 30.0
 
 # The names the environment overrode (names only: some values are secrets); set by the add-on.
-CRAWLHUB_ENV_OVERRIDES = []
+CRAWLHUB_ENV_OVERRIDES: list[str] = []

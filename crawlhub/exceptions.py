@@ -8,7 +8,7 @@ from scrapy.exceptions import DropItem, IgnoreRequest
 class InvalidItem(DropItem):
     """An item that failed validation; ``reasons`` says why, ``fields`` the same per field ("" = the item)."""
 
-    def __init__(self, reasons: list[str], fields: dict[str, list[str]] | None = None):
+    def __init__(self, reasons: list[str], fields: dict[str, list[str]] | None = None) -> None:
         self.reasons = reasons
         self.fields = fields if fields is not None else {"": list(reasons)}
         super().__init__("invalid item, quarantined: " + "; ".join(reasons), log_level="WARNING")

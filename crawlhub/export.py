@@ -22,6 +22,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import IO, Any
 
+from pymongo.database import Database
+from scrapy.exporters import BaseItemExporter
+
 from crawlhub.items import BOOKKEEPING_FIELDS
 
 FORMATS = ("jsonl", "json", "csv", "xml")
@@ -113,17 +116,17 @@ class Plan:
     database: str
     spider: str
     history: bool
-    queries: list[tuple[str, dict]]  # (collection, filter), in export order
+    queries: list[tuple[str, dict[str, Any]]]  # (collection, filter), in export order
     total: int  # without counting (plan's ``count``), the number of collections with items
     drop: frozenset[str] = field(default_factory=frozenset)
 
-    def documents(self, db) -> Iterator[dict]:
+    def documents(self, db: Database[Any]) -> Iterator[dict[str, Any]]:
         """Every document to export, through cursors (``BATCH`` at a time), as plain data."""
         for name, query in self.queries:
             for doc in db[name].find(query, batch_size=BATCH):
                 yield {k: plain(v) for k, v in doc.items() if k not in self.drop}
 
-    def field_names(self, db) -> list[str]:
+    def field_names(self, db: Database[Any]) -> list[str]:
         """The fields the documents have, in the order they first appear (a pass over the cursor)."""
         seen: dict[str, None] = {}
         for doc in self.documents(db):
@@ -131,14 +134,14 @@ class Plan:
         return list(seen)
 
 
-def plan(db, spider: str, *, collection: str | None = None, since: datetime | None = None,
+def plan(db: Database[Any], spider: str, *, collection: str | None = None, since: datetime | None = None,
          include_gone: bool = False, history: bool = False, meta: bool = False,
          excluded: tuple[str, ...] = (), changes: str = "changes", count: bool = True) -> Plan:
     """What to export of ``spider``'s items in ``db`` (ExportError, naming the database and the
     collection, when there is nothing). ``count``: the total, for a progress bar (else only whether
     each collection holds any: a count costs a pass over the index on some servers)."""
 
-    def how_many(name: str, query: dict) -> int:
+    def how_many(name: str, query: dict[str, Any]) -> int:
         if count:
             return int(db[name].count_documents(query))
         return 1 if db[name].find_one(query, {"_id": 1}) is not None else 0
@@ -187,7 +190,7 @@ def plan(db, spider: str, *, collection: str | None = None, since: datetime | No
     return Plan(db.name, spider, False, queries, sum(counts.values()), frozenset(drop | {"_id"}))
 
 
-def missing_fields(db, export_plan: Plan, fields: list[str]) -> dict[str, str]:
+def missing_fields(db: Database[Any], export_plan: Plan, fields: list[str]) -> dict[str, str]:
     """Of ``fields``, those no exported document would have, each with why (an export that silently wrote an empty
     column would hide a typo)."""
     missing = {}
@@ -203,7 +206,7 @@ def missing_fields(db, export_plan: Plan, fields: list[str]) -> dict[str, str]:
     return missing
 
 
-def fields_of(db, export_plan: Plan, most: int = 100) -> list[str]:
+def fields_of(db: Database[Any], export_plan: Plan, most: int = 100) -> list[str]:
     """The fields of the first ``most`` documents to export (what an error suggests instead of a missing field)."""
     seen: dict[str, None] = {}
     for n, doc in enumerate(export_plan.documents(db)):
@@ -217,11 +220,12 @@ def _since(since: datetime | None) -> str:
     return f" since {since.isoformat()}" if since else ""
 
 
-def exporter(fmt: str, out: IO[bytes], fields: list[str] | None, encoding: str = "utf-8", indent: int | None = None):
+def exporter(fmt: str, out: IO[bytes], fields: list[str] | None, encoding: str = "utf-8",
+             indent: int | None = None) -> BaseItemExporter:
     """Scrapy's item exporter for ``fmt``, writing to the binary stream ``out``."""
     from scrapy.exporters import CsvItemExporter, JsonItemExporter, JsonLinesItemExporter, XmlItemExporter
 
-    kinds = {"jsonl": JsonLinesItemExporter, "json": JsonItemExporter, "csv": CsvItemExporter, "xml": XmlItemExporter}
+    kinds: dict[str, type[Any]] = {"jsonl": JsonLinesItemExporter, "json": JsonItemExporter, "csv": CsvItemExporter, "xml": XmlItemExporter}
     if fmt not in kinds:
         raise ExportError(f"unknown format {fmt!r}: one of {', '.join(FORMATS)}")
     options: dict[str, Any] = {"encoding": encoding, "fields_to_export": fields}
@@ -229,10 +233,11 @@ def exporter(fmt: str, out: IO[bytes], fields: list[str] | None, encoding: str =
         options["indent"] = indent
     if fmt == "csv":  # a multi-valued field as one cell, its values joined as Scrapy does
         options["join_multivalued"] = ","
-    return kinds[fmt](out, **options)
+    made: BaseItemExporter = kinds[fmt](out, **options)
+    return made
 
 
-def export(db, export_plan: Plan, fmt: str, out: IO[bytes], fields: list[str] | None = None,
+def export(db: Database[Any], export_plan: Plan, fmt: str, out: IO[bytes], fields: list[str] | None = None,
            progress: Callable[[int], None] | None = None, encoding: str = "utf-8", indent: int | None = None) -> int:
     """Write ``export_plan``'s documents to ``out`` in ``fmt``; returns how many were written."""
     if fields is None and export_plan.history:

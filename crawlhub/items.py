@@ -29,7 +29,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from datetime import datetime
-from typing import ClassVar
+from typing import Any, ClassVar
 
 
 @dataclass
@@ -55,7 +55,7 @@ BOOKKEEPING_FIELDS = ("_id", "content_hash", "first_seen", "last_seen", "changed
                       "cycles")
 
 
-def is_empty(value) -> bool:
+def is_empty(value: Any) -> bool:
     """A value a spider gives when it did not find the field: a required field so given is missing
     (ValidatePipeline), and it never overwrites a stored value (MongoPipeline)."""
     return value is None or value == "" or (isinstance(value, (list, dict, tuple)) and not value)
@@ -90,18 +90,18 @@ class ItemMeta:
 PAGE_ATTR = "_crawlhub_page"
 
 
-def mark_page(item, token: int) -> None:
+def mark_page(item: Any, token: int) -> None:
     """Remember which page fetch an item came from (not a field: never stored)."""
     if hasattr(item, "__dict__") and not isinstance(item, dict):
         vars(item)[PAGE_ATTR] = token
 
 
-def page_of(item) -> int | None:
+def page_of(item: Any) -> int | None:
     """The page fetch ``mark_page`` recorded for the item, or None."""
     return vars(item).get(PAGE_ATTR) if hasattr(item, "__dict__") and not isinstance(item, dict) else None
 
 
-def item_meta(item) -> ItemMeta:
+def item_meta(item: Any) -> ItemMeta:
     """The storage description of an item (dataclass instance or plain dict).
 
     Plain dicts are stored in a collection named by their ``_collection`` key
@@ -109,12 +109,12 @@ def item_meta(item) -> ItemMeta:
     """
     cls = type(item)
     if hasattr(cls, "collection") and hasattr(cls, "key_fields"):
-        return _type_meta(cls)
+        return _type_meta(cls)  # type: ignore[arg-type]  # (item types are hashable: classes)
     return ItemMeta(item.get("_collection", "items"), ("url",), ("url",), ("url",))
 
 
 @functools.lru_cache(maxsize=256)
-def _type_meta(cls) -> ItemMeta:
+def _type_meta(cls: type[Any]) -> ItemMeta:
     return ItemMeta(
         cls.collection, tuple(cls.key_fields), tuple(getattr(cls, "required", ())), tuple(getattr(cls, "url_fields", ())),
         price_fields=tuple(getattr(cls, "price_fields", {}).items()),

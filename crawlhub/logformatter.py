@@ -13,20 +13,30 @@ The log lines are Scrapy's own.
 
 from __future__ import annotations
 
-from scrapy import logformatter
+from typing import TYPE_CHECKING, Any
+
+from scrapy import Spider, logformatter
+from scrapy.crawler import Crawler
+from scrapy.http import Request
+from twisted.python.failure import Failure
 
 from crawlhub import meta
 from crawlhub._utils.errors import download_failure_text
 
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
 
 class LogFormatter(logformatter.LogFormatter):
-    def __init__(self, maxsize: int = 0):
+    def __init__(self, maxsize: int = 0) -> None:
         self.maxsize = maxsize
 
     @classmethod
-    def from_crawler(cls, crawler):
+    def from_crawler(cls, crawler: Crawler) -> Self:
         return cls(crawler.settings.getint("DOWNLOAD_MAXSIZE"))
 
-    def download_error(self, failure, request, spider=None, errmsg=None):
-        request.meta[meta.FAILURE] = (errmsg or download_failure_text(failure.value, request, self.maxsize))[:1000]
-        return super().download_error(failure, request, spider, errmsg)
+    def download_error(self, failure: Failure, request: Request, spider: Spider | None = None,
+                       errmsg: str | None = None) -> Any:
+        error = failure.value if failure.value is not None else Exception("download failed")
+        request.meta[meta.FAILURE] = (errmsg or download_failure_text(error, request, self.maxsize))[:1000]
+        return super().download_error(failure, request, spider, errmsg)  # type: ignore[arg-type]

@@ -33,11 +33,14 @@ import json
 import logging
 import random
 import re
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from scrapy.exceptions import NotConfigured
+from scrapy.settings import BaseSettings
 
 from crawlhub import meta
 from crawlhub.frontier import keys
@@ -113,15 +116,15 @@ def _major(text: str, marker: str) -> str:
     return rest.split(".", 1)[0].split(" ", 1)[0] if found else ""
 
 
-def incoherence(headers) -> list[str]:
+def incoherence(headers: Mapping[str, str] | Iterable[tuple[str, str]] | Iterable[list[str]]) -> list[str]:
     """What is wrong with a header set as one browser's navigation ([] = coherent).
 
     ``headers``: (name, value) pairs or a dict. Checks the User-Agent's family
     and OS against the client hints, the Accept header's family, the headers the
     family always or never sends, and the Sec-Fetch-* values.
     """
-    pairs = list(headers.items()) if isinstance(headers, dict) else list(headers)
-    h = {k.lower(): v for k, v in pairs}
+    pairs = list(headers.items()) if isinstance(headers, Mapping) else [tuple(pair) for pair in headers]
+    h = {str(k).lower(): str(v) for k, v in pairs}
     ua = h.get("user-agent", "")
     family, os_ = family_of(ua), os_of(ua)
     if not family:
@@ -164,7 +167,7 @@ def incoherence(headers) -> list[str]:
 
 
 @functools.cache
-def _extractor():
+def _extractor() -> Any:
     import tldextract  # Scrapy's own dependency: its bundled suffix list, never fetched
 
     return tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None)
@@ -225,7 +228,7 @@ def load_profiles(path: str | Path | None = None) -> list[Profile]:
 class ProfileBook:
     """The profiles a spider may use, and how it picks one."""
 
-    def __init__(self, profiles: list[Profile], policy: str = "rotate", rng: random.Random | None = None):
+    def __init__(self, profiles: list[Profile], policy: str = "rotate", rng: random.Random | None = None) -> None:
         if policy not in ("rotate", "sticky"):
             raise NotConfigured(f"HEADER_PROFILES_POLICY must be 'rotate' or 'sticky', not {policy!r}")
         if not profiles:
@@ -236,7 +239,7 @@ class ProfileBook:
         self.rng = rng or random.Random()
 
     @classmethod
-    def from_settings(cls, settings, all_profiles: list[Profile] | None = None) -> ProfileBook:
+    def from_settings(cls, settings: BaseSettings, all_profiles: list[Profile] | None = None) -> ProfileBook:
         profiles = all_profiles if all_profiles is not None else load_profiles(settings.get("HEADER_PROFILES_FILE") or None)
         families = [f.lower() for f in settings.getlist("HEADER_PROFILES_FAMILIES")] or list(FAMILIES)
         oses = [o.lower() for o in settings.getlist("HEADER_PROFILES_OS")] or list(OSES)
@@ -251,7 +254,7 @@ class ProfileBook:
         return self.rng.choice(self.profiles)
 
 
-def profile_entry(headers: list[tuple[str, str]]) -> dict:
+def profile_entry(headers: list[tuple[str, str]]) -> dict[str, Any]:
     """A profile file entry from a real browser's navigation headers (Host, Connection, Cookie dropped)."""
     kept = [[k, v] for k, v in headers if k.lower() not in ("host", "connection", "cookie", "referer", "priority",
                                                              "cache-control", "pragma", "dnt")]
@@ -262,14 +265,14 @@ def profile_entry(headers: list[tuple[str, str]]) -> dict:
             "version": version, "headers": kept, "problems": incoherence(kept)}
 
 
-def capture_profiles(port: int, count: int = 1):
+def capture_profiles(port: int, count: int = 1) -> Iterator[dict[str, Any]]:
     """Serve 127.0.0.1:port and yield a profile entry for each top-level navigation a browser makes."""
     from http.server import BaseHTTPRequestHandler, HTTPServer
 
-    captured: list[dict] = []
+    captured: list[dict[str, Any]] = []
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802
+        def do_GET(self) -> None:  # noqa: N802
             if self.headers.get("Sec-Fetch-Dest", "document") == "document" and self.path != "/favicon.ico":
                 captured.append(profile_entry(list(self.headers.items())))
             body = b"<html><body>captured: close this tab</body></html>"
@@ -279,7 +282,7 @@ def capture_profiles(port: int, count: int = 1):
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, *args):
+        def log_message(self, *args: Any) -> None:
             pass
 
     with HTTPServer(("127.0.0.1", port), Handler) as server:

@@ -36,10 +36,14 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlsplit
+
+import redis
 
 from crawlhub import meta
 from crawlhub.frontier import keys
+from crawlhub.frontier.records import text
 from crawlhub.frontier.scripts import source
 
 logger = logging.getLogger(__name__)
@@ -90,7 +94,7 @@ class Proxy:
             return None
         return b"Basic " + base64.b64encode(f"{self.username}:{self.password}".encode("latin-1"))
 
-    def public(self) -> dict:
+    def public(self) -> dict[str, Any]:
         return {"id": self.id, "pool": self.pool, "scheme": self.scheme, "host": self.host, "port": self.port,
                 "country": self.country}
 
@@ -114,7 +118,7 @@ def parse_proxy(url: str, pool: str, country: str = "", name: str = "", where: s
     return Proxy(ident, pool, scheme, parts.hostname, port, country.lower(), user, password)
 
 
-def parse_pools(pools: dict | None = None, file: str | Path | None = None) -> dict[str, list[Proxy]]:
+def parse_pools(pools: dict[str, Any] | None = None, file: str | Path | None = None) -> dict[str, list[Proxy]]:
     """Pools from PROXY_POOLS (a dict) and PROXY_FILE, in declaration order."""
     out: dict[str, list[Proxy]] = {}
     for pool, entries in (pools or {}).items():
@@ -161,24 +165,24 @@ def cooldown(strikes: int, ban_after: int, base: float, most: float) -> float:
     """Seconds a proxy cools down on a domain after ``strikes`` failures in a row (0: not yet)."""
     if strikes < ban_after:
         return 0.0
-    return min(most, base * 2 ** (strikes - ban_after))
+    return float(min(most, base * 2 ** (strikes - ban_after)))
 
 
 # One failure of a proxy on a domain; a domain moving to the next pool (crawlhub/frontier/lua/)
 FAIL, ESCALATE = source("proxy_fail"), source("proxy_escalate")
 
 
-def proxy_health(server) -> dict:
+def proxy_health(server: redis.Redis) -> dict[str, Any]:
     """Each known proxy's state for `crawlhub status` / `crawlhub proxies` (ids only, never credentials).
 
     {"proxies": [{id, pool, host, port, country, state: ok|cooling|dead, until, cooling_on,
                   ok, failures, success_rate, last_error}], "tiers": {domain: pool}}
     """
     now = time.time()
-    registry = {k.decode(): json.loads(v) for k, v in server.hgetall(REGISTRY).items()}
-    health = {k.decode(): v.decode() for k, v in server.hgetall(HEALTH).items()}
-    dead = {k.decode(): float(v) for k, v in server.hgetall(DEAD).items()}
-    domains = sorted(d.decode() for d in server.smembers(DOMAINS))
+    registry = {text(k): json.loads(v) for k, v in server.hgetall(REGISTRY).items()}
+    health = {text(k): text(v) for k, v in server.hgetall(HEALTH).items()}
+    dead = {text(k): float(v) for k, v in server.hgetall(DEAD).items()}
+    domains = sorted(text(d) for d in server.smembers(DOMAINS))
     pipe = server.pipeline(transaction=False)
     for d in domains:
         pipe.hgetall(cool_key(d)).get(tier_key(d))
@@ -206,7 +210,7 @@ def proxy_health(server) -> dict:
     return {"proxies": rows, "tiers": tiers}
 
 
-def format_health(health: dict) -> list[str]:
+def format_health(health: dict[str, Any]) -> list[str]:
     lines = []
     for p in health["proxies"]:
         when = time.strftime("%H:%M:%S", time.localtime(p["until"])) if p["until"] else ""
@@ -221,9 +225,9 @@ def format_health(health: dict) -> list[str]:
     return lines
 
 
-def reset_state(server, domain: str | None = None) -> int:
+def reset_state(server: redis.Redis, domain: str | None = None) -> int:
     """Forget cool-downs, dead marks, failure counts and escalations (all, or one domain's); keys removed."""
-    domains = [domain] if domain else [d.decode() for d in server.smembers(DOMAINS)]
+    domains = [domain] if domain else [text(d) for d in server.smembers(DOMAINS)]
     names = [k for d in domains for k in (cool_key(d), strikes_key(d), tier_key(d))]
     names += [k.decode() for d in domains for k in server.scan_iter(tier_bans_key(d, "*"), count=1000)]
     if domain:

@@ -40,6 +40,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+import redis
+
 from crawlhub.items import is_empty
 
 _NUMBER = re.compile(r"\d+")
@@ -290,11 +292,12 @@ def findings(recent: Figures, baseline: Figures | None, floors: Mapping[str, flo
 
 
 # -- reading the figures (crawlhub quality, status, ui, report) ------------------------------------------
-def _cycles(server, spider: str) -> list[tuple[str, float]]:
-    return [(c.decode(), s) for c, s in server.zrange(quality_keys(spider)["cycles"], -20, -1, withscores=True)]
+def _cycles(server: redis.Redis, spider: str) -> list[tuple[str, float]]:
+    rows: list[tuple[bytes, float]] = server.zrange(quality_keys(spider)["cycles"], -20, -1, withscores=True)  # type: ignore[assignment]
+    return [(c.decode(), s) for c, s in rows]
 
 
-def cycle_figures(figures: Figures, baseline: Figures | None, floors: dict[str, float], min_items: int) -> dict:
+def cycle_figures(figures: Figures, baseline: Figures | None, floors: dict[str, float], min_items: int) -> dict[str, Any]:
     """One cycle's figures as the report shows them (against ``baseline``)."""
     base_cov = baseline.coverage() if baseline is not None else {}
     base_pat = baseline.patterns() if baseline is not None else {}
@@ -314,7 +317,7 @@ def cycle_figures(figures: Figures, baseline: Figures | None, floors: dict[str, 
     }
 
 
-def quality_report(server, spider: str, closed: int = 20, pages: bool = True) -> dict:
+def quality_report(server: redis.Redis, spider: str, closed: int = 20, pages: bool = True) -> dict[str, Any]:
     """Everything ``crawlhub quality`` shows, as a dict (``--json``; the UI and the report read it too).
     ``pages=False``: the broken pages counted, not listed (status, polled by the UI)."""
     keys = quality_keys(spider)
@@ -322,7 +325,8 @@ def quality_report(server, spider: str, closed: int = 20, pages: bool = True) ->
     pipe.hvals(keys["events"])
     pipe.hvals(keys["broken"]) if pages else pipe.hlen(keys["broken"])
     pipe.lrange(keys["closed"], 0, closed - 1)
-    pipe.lrange(keys["alerts"], 0, 19).hgetall(keys["meta"])
+    pipe.lrange(keys["alerts"], 0, 19)
+    pipe.hgetall(keys["meta"])
     events, broken, done, alerts, info = pipe.execute()
     info = {k.decode(): v.decode() for k, v in info.items()}
     floors = json.loads(info.get("floors") or "{}")

@@ -8,8 +8,12 @@ A seed that is not one of those raises :class:`BadSeed` with the reason.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit
+
+import redis
 
 # Keys a JSON seed may carry, with their JSON types.
 JSON_SEED_KEYS = {
@@ -33,13 +37,13 @@ class BadSeed(ValueError):
 @dataclass
 class Seed:
     url: str
-    meta: dict = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
     priority: int = 0
     method: str = "GET"
-    headers: dict = field(default_factory=dict)
+    headers: dict[str, Any] = field(default_factory=dict)
     body: str = ""
     callback: str | None = None
-    cb_kwargs: dict = field(default_factory=dict)
+    cb_kwargs: dict[str, Any] = field(default_factory=dict)
     dont_filter: bool = True
     sitemap: bool = False
 
@@ -109,14 +113,14 @@ SEED_KINDS = {"list": "LPUSH", "set": "SADD", "zset": "ZADD"}
 class WrongSeedKey(ValueError):
     """The seeds key holds a Redis type seeds cannot be read from; the message names the key and the fix."""
 
-    def __init__(self, key: str, kind: str):
+    def __init__(self, key: str, kind: str) -> None:
         self.key, self.kind = key, kind
         super().__init__(f"seeds key {key} is a Redis {kind}, not a list, a set or a sorted set: nothing can be read "
                          f"from it (push seeds with `crawlhub seed` or redis-cli LPUSH / SADD / ZADD; `redis-cli del "
                          f"{key}` removes what is there)")
 
 
-def _kind(server, key: str) -> str:
+def _kind(server: redis.Redis, key: str) -> str:
     kind = server.type(key)
     return kind.decode() if isinstance(kind, bytes) else str(kind)
 
@@ -125,31 +129,34 @@ def _wrong_type(exc: Exception) -> bool:
     return str(exc).startswith("WRONGTYPE")
 
 
-def pop_seeds(server, key: str, count: int) -> list[bytes]:
+def pop_seeds(server: redis.Redis, key: str, count: int) -> list[bytes]:
     """Take up to ``count`` seeds off ``key``: the oldest first from a list, any from a set, the highest score first
     from a sorted set. Raises :class:`WrongSeedKey` for a key of another type."""
     import redis
 
     try:
-        return server.rpop(key, count) or []
+        return server.rpop(key, count) or []  # type: ignore[return-value]  # (a count: a list of bytes)
     except redis.ResponseError as exc:
         if not _wrong_type(exc):
             raise
     kind = _kind(server, key)
     if kind == "set":
-        return server.spop(key, count) or []
+        return list(server.spop(key, count) or [])  # type: ignore[arg-type]
     if kind == "zset":
-        return [member for member, _ in server.zpopmax(key, count)]
+        popped: list[tuple[bytes, float]] = server.zpopmax(key, count)  # type: ignore[assignment]
+        return [member for member, _ in popped]
     if kind == "list":  # it changed type between the two calls
-        return server.rpop(key, count) or []
+        return server.rpop(key, count) or []  # type: ignore[return-value]
     raise WrongSeedKey(key, kind)
 
 
-def count_seeds(server, key: str) -> int:
+def count_seeds(server: redis.Redis, key: str) -> int:
     """The seeds waiting in ``key`` (:class:`WrongSeedKey` for a key of a type seeds cannot be read from): one
     round trip for a list (or no key), the usual case."""
     with server.pipeline(transaction=False) as pipe:
-        kind, length = pipe.type(key).llen(key).execute(raise_on_error=False)
+        pipe.type(key)
+        pipe.llen(key)
+        kind, length = pipe.execute(raise_on_error=False)
     kind = kind.decode() if isinstance(kind, bytes) else str(kind)
     if kind in ("none", "list") and not isinstance(length, Exception):
         return int(length)
@@ -160,7 +167,7 @@ def count_seeds(server, key: str) -> int:
     raise WrongSeedKey(key, kind)
 
 
-def push_seeds(server, key: str, raws: list[str | bytes], as_set: bool = False, as_zset: bool = False) -> str:
+def push_seeds(server: redis.Redis, key: str, raws: Sequence[str | bytes], as_set: bool = False, as_zset: bool = False) -> str:
     """Push ``raws`` to ``key`` the way the key holds seeds (a new key: a list, unless ``as_set`` /
     ``as_zset``, scrapy-redis' REDIS_START_URLS_AS_SET / _AS_ZSET, say otherwise); returns the command used."""
     kind = _kind(server, key)
@@ -171,7 +178,7 @@ def push_seeds(server, key: str, raws: list[str | bytes], as_set: bool = False, 
     elif kind == "set":
         server.sadd(key, *raws)
     elif kind == "zset":
-        server.zadd(key, dict.fromkeys(raws, 0))
+        server.zadd(key, dict.fromkeys(raws, 0))  # type: ignore[type-var]
     else:
         raise WrongSeedKey(key, kind)
     return SEED_KINDS[kind]

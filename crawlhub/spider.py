@@ -28,11 +28,16 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+import redis
 from scrapy import Request, Spider, signals
+from scrapy.crawler import Crawler
 from scrapy.exceptions import CloseSpider, DontCloseSpider
+from scrapy.http import Response
+from scrapy.settings import BaseSettings
 
 from crawlhub.components import frontier_of
 from crawlhub.connection import REDIS_ERRORS, get_redis, worker_id
@@ -41,6 +46,9 @@ from crawlhub.habits import ATTRIBUTES
 from crawlhub.meta import SEED_HOST
 from crawlhub.revisit.sitemaps import SitemapMixin
 from crawlhub.seeds import BadSeed, WrongSeedKey, parse_seed, pop_seeds, push_seeds
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 IDLE_CHECK_GAP = 15.0  # seconds between idle checks beyond which the worker was not running
 # Scrapy's certificate-verifying TLS context (Twisted's recommended one for web clients)
@@ -59,12 +67,12 @@ class CrawlhubSpider(SitemapMixin, Spider):
     browser_needs: tuple[str, ...] = ()
 
     @classmethod
-    def crawlhub_settings(cls, settings) -> None:
+    def crawlhub_settings(cls, settings: BaseSettings) -> None:
         """Settings of this spider that depend on crawlhub's (the add-on calls it after its defaults
         and the environment are in; Scrapy's ``update_settings`` runs before them)."""
 
     @classmethod
-    def update_settings(cls, settings) -> None:
+    def update_settings(cls, settings: BaseSettings) -> None:
         super().update_settings(settings)
         for attribute, name in ATTRIBUTES.items():  # scrapy-redis' (the spider's value wins, as there)
             value = getattr(cls, attribute, None)
@@ -72,22 +80,22 @@ class CrawlhubSpider(SitemapMixin, Spider):
                 settings.set(name, value, "spider")
 
     @classmethod
-    def from_crawler(cls, crawler, *args, **kwargs):
+    def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> Self:
         spider = super().from_crawler(crawler, *args, **kwargs)
         spider.setup_seeds(crawler)
         return spider
 
-    def setup_seeds(self, crawler) -> None:
+    def setup_seeds(self, crawler: Crawler) -> None:
         """Wire the seed feeder. Its settings are read when the spider opens: Scrapy builds the spider
         before add-ons (crawlhub's defaults) are applied."""
-        self._server = None
+        self._server: redis.Redis | None = None
         self._configured = False
         self._idle_since: float | None = None
         self._last_idle_check: float | None = None
         crawler.signals.connect(self._configure, signal=signals.spider_opened)
         crawler.signals.connect(self._on_idle, signal=signals.spider_idle)
 
-    def _configure(self, spider=None) -> None:
+    def _configure(self, spider: Spider | None=None) -> None:
         if self._configured:
             return
         settings = self.crawler.settings
@@ -106,7 +114,7 @@ class CrawlhubSpider(SitemapMixin, Spider):
         self._configured = True
 
     @property
-    def server(self):
+    def server(self) -> redis.Redis:
         """The Redis client (connected on first use, so a spider can be built offline)."""
         if self._server is None:
             self._configure()
@@ -115,7 +123,7 @@ class CrawlhubSpider(SitemapMixin, Spider):
         return self._server
 
     # -- seeds -------------------------------------------------------------
-    async def start(self):
+    async def start(self) -> AsyncIterator[Any]:
         self._configure()
         if not self.shared:
             return
@@ -197,9 +205,11 @@ class CrawlhubSpider(SitemapMixin, Spider):
             ensure_ascii=False,
         )
         with self.server.pipeline() as pipe:
-            pipe.lpush(self.bad_seeds_key, record).ltrim(self.bad_seeds_key, 0, self.bad_seeds_max - 1).execute()
+            pipe.lpush(self.bad_seeds_key, record)
+            pipe.ltrim(self.bad_seeds_key, 0, self.bad_seeds_max - 1)
+            pipe.execute()
 
-    def _on_idle(self, spider) -> None:
+    def _on_idle(self, spider: Spider) -> None:
         """Feed seeds when idle; close only when the whole cluster has nothing left.
 
         A worker whose own share ran dry keeps waiting while any worker holds
@@ -246,10 +256,11 @@ class CrawlhubSpider(SitemapMixin, Spider):
         raise DontCloseSpider
 
     # -- following -----------------------------------------------------------
-    def seed_host(self, response) -> str | None:
+    def seed_host(self, response: Response) -> str | None:
         return response.meta.get(SEED_HOST) or urlsplit(response.url).hostname
 
-    def follow_links(self, response, urls: Iterable, callback=None, **kwargs) -> Iterator[Request]:
+    def follow_links(self, response: Response, urls: Iterable[Any], callback: Callable[..., Any] | None = None,
+                     **kwargs: Any) -> Iterator[Request]:
         """``response.follow`` for each URL on the seed's host (carries the seed host on)."""
         host = self.seed_host(response)
         meta = dict(kwargs.pop("meta", None) or {})

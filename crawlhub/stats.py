@@ -28,6 +28,8 @@ serves Prometheus metrics (off by default).
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
+from typing import Any
 
 from crawlhub import meta
 from crawlhub.frontier.keys import spider_keys
@@ -58,7 +60,7 @@ def log_key(spider: str) -> str:
     return spider_keys(spider).log
 
 
-def add_counts(pipe, key: str, counts, ttl: int | None = None) -> None:
+def add_counts(pipe: Any, key: str, counts: Mapping[str, int | float], ttl: int | None = None) -> None:
     """Queue in ``pipe`` the HINCRBYs adding ``counts`` to hash ``key``, and its expiry."""
     for field, value in counts.items():
         pipe.hincrby(key, field, value)
@@ -93,7 +95,7 @@ def percentile(histogram: dict[str, int], q: float) -> float | None:
 class Metrics:
     """The worker's Prometheus metrics (prometheus_client, a registry of its own)."""
 
-    def __init__(self, port: int = 0, address: str = "127.0.0.1"):
+    def __init__(self, port: int = 0, address: str = "127.0.0.1") -> None:
         from prometheus_client import CollectorRegistry, Gauge, Histogram, start_http_server
         from prometheus_client import Counter as PCounter
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from scrapy import exceptions
+from scrapy.http import Request
 from twisted.internet.defer import CancelledError
 
 # what a cancelled download raises: Twisted's CancelledError, which Scrapy 2.14+ wraps as DownloadCancelledError
@@ -15,7 +16,7 @@ def failure_text(exc: BaseException, limit: int = 1000) -> str:
     return (f"{type(exc).__name__}: {message}" if message else type(exc).__name__)[:limit]
 
 
-def download_failure_text(exc: BaseException, request, default_maxsize: int, limit: int = 1000) -> str:
+def download_failure_text(exc: BaseException, request: Request, default_maxsize: int, limit: int = 1000) -> str:
     """What a failed download's dead letter says. A bare cancellation from the download handler is the answer
     passing the size limit (the request's ``download_maxsize``, else DOWNLOAD_MAXSIZE) with no Content-Length
     to announce it: Scrapy logs a warning and cancels with no message, so the reason names the limit."""

@@ -20,6 +20,8 @@ crawlhub.proxies, crawlhub.profiles, crawlhub.services):
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from crawlhub.cli import antiblocking, control, dlq, export, limits, partitions, quality, revisit, services, ui, watch
@@ -33,7 +35,7 @@ class Commands(click.Group):
     """The command group; what no command catches of a bad set-up ends as one line, wherever it was found:
     no project here, a malformed REDIS_URL or MONGO_URI (exit code 2), an embedded server that cannot start (3)."""
 
-    def invoke(self, ctx: click.Context):
+    def invoke(self, ctx: click.Context) -> Any:
         from crawlhub.cli._common import ServiceDown
         from crawlhub.connection import BadURL
         from crawlhub.services import NoProject, ServiceError

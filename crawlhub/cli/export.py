@@ -6,7 +6,9 @@ import os
 import stat
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import IO, Any
 
 import click
 
@@ -132,7 +134,7 @@ def check_destination(path: str) -> None:
 
 
 @contextmanager
-def _opened(path: str):
+def _opened(path: str) -> Iterator[IO[bytes]]:
     """The binary stream to write to, and what happens when writing fails.
 
     * ``-``: standard output;
@@ -172,7 +174,7 @@ def _opened(path: str):
 
 
 @contextmanager
-def _progress(show: bool, total: int):
+def _progress(show: bool, total: int) -> Iterator[Any]:
     """A rich progress bar on stderr (items, rate, time left), or nothing."""
     if not show:
         yield None
@@ -182,7 +184,7 @@ def _progress(show: bool, total: int):
     from rich.text import Text
 
     class Rate(ProgressColumn):
-        def render(self, task) -> Text:
+        def render(self, task: Any) -> Text:
             return Text(f"{task.speed or 0:,.0f} items/s")
 
     bar = Progress(TextColumn("exporting"), BarColumn(), MofNCompleteColumn(), TextColumn("items"), Rate(),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import click
 
@@ -67,7 +68,7 @@ def show(domains: tuple[str, ...], as_json: bool) -> None:
         )
 
 
-def limit_text(limit: dict) -> str:
+def limit_text(limit: dict[str, Any]) -> str:
     parts = []
     if "rate" in limit:
         parts.append(f"rate {format_rate(limit['rate'])}")

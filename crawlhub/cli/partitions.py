@@ -37,7 +37,7 @@ def partitions(spider: str, as_json: bool) -> None:
                    f"{r['dlq']:>5} {r['seen']:>10}")
     nodes = Counter(r["node"] for r in rows if r["node"])
     if nodes:
-        queued = Counter()
+        queued: Counter[str] = Counter()
         for r in rows:
             queued[r["node"]] += r["queued"]
         click.echo("per node: " + ", ".join(f"{n}: {c} partitions, {queued[n]} queued" for n, c in sorted(nodes.items())))

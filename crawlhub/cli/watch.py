@@ -6,6 +6,8 @@ import json
 import socket
 import sys
 import time
+from collections.abc import Callable
+from typing import Any
 
 import click
 import redis
@@ -29,13 +31,13 @@ def status(spider: str | None, as_json: bool, watch: bool, interval: float) -> N
     own = {n: settings(n) for n in ([spider] if spider else known_spiders(current))}  # each spider's keys
     names = [spider] if spider else [n for n in own if has_frontier(server, own[n], n)]
 
-    def one(name: str) -> dict:
+    def one(name: str) -> dict[str, Any]:
         try:
             return cluster_status(server, own[name], name, with_items=bool(spider))
         except redis.ResponseError as exc:  # a key of this spider holds what it should not: its problem alone
             return {"spider": name, "problems": [f"cannot read {name}'s crawl state: {exc}"]}
 
-    def collect() -> list[dict]:
+    def collect() -> list[dict[str, Any]]:
         return [one(n) for n in names]
 
     if not watch:
@@ -44,14 +46,14 @@ def status(spider: str | None, as_json: bool, watch: bool, interval: float) -> N
             click.echo(json.dumps(data[0] if spider else data, indent=2))
         elif not data:
             click.echo("no spider has a frontier in this Redis yet")
-        for one in ([] if as_json else data):
-            click.echo("\n".join(format_status(one)))
+        for row in ([] if as_json else data):
+            click.echo("\n".join(format_status(row)))
         return
-    _watch(lambda: "\n\n".join("\n".join(format_status(one)) for one in collect()) or "no spider has a frontier yet",
+    _watch(lambda: "\n\n".join("\n".join(format_status(row)) for row in collect()) or "no spider has a frontier yet",
            interval)
 
 
-def _watch(text, interval: float) -> None:
+def _watch(text: Callable[[], str], interval: float) -> None:
     """Redraw ``text()`` every ``interval`` seconds (in place on a terminal, frame after frame when piped)."""
     from rich.console import Console
     from rich.live import Live
@@ -110,7 +112,7 @@ def log(spider: str, follow: bool, status_filter: str | None, domain: str | None
     """The audit log: every download attempt of SPIDER (time, status or error, latency, bytes, worker, URL, proxy)."""
     server = connect()
 
-    def show(entry: dict) -> None:
+    def show(entry: dict[str, Any]) -> None:
         click.echo(json.dumps(entry) if as_json else format_entry(entry))
 
     entries, last_id = read_log(server, spider, limit, status_filter, domain)
@@ -118,7 +120,8 @@ def log(spider: str, follow: bool, status_filter: str | None, domain: str | None
         show(entry)
     stream = keys(spider).log
     while follow:
-        got = server.xread({stream: last_id}, block=2000, count=500)
+        got: list[tuple[bytes, list[tuple[bytes, dict[bytes, bytes]]]]] = server.xread(  # type: ignore[assignment]
+            {stream: last_id}, block=2000, count=500)
         for _, batch in got or []:
             for entry_id, fields in batch:
                 last_id = entry_id

@@ -11,6 +11,11 @@
 
 from __future__ import annotations
 
+import argparse
+from typing import Any
+
+from scrapy.commands import ScrapyCommand
+
 LOCAL_ONLY = {
     "CRAWLHUB_SHARED": False,
     "SCHEDULER": "scrapy.core.scheduler.Scheduler",
@@ -19,11 +24,11 @@ LOCAL_ONLY = {
 }
 
 
-def local_only(base, module: str, **extra):
+def local_only(base: type[ScrapyCommand], module: str, **extra: Any) -> type[ScrapyCommand]:
     """``base`` (a Scrapy command class) that never touches the shared frontier or the store."""
 
-    class Command(base):
-        def process_options(self, args, opts):
+    class Command(base):  # type: ignore[valid-type,misc]  # (a class given at run time)
+        def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
             super().process_options(args, opts)
             # at command-line priority: the project's settings.py would win over default_settings
             for name, value in {**LOCAL_ONLY, **extra}.items():

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 from scrapy.commands.crawl import Command as _Base
@@ -29,7 +30,8 @@ class Refused(Exception):
 
 
 class Command(_Base):
-    def run(self, args, opts):
+    def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        assert self.settings is not None
         if self.settings.getbool("CRAWLHUB_SHARED", True) and args:
             try:
                 self.preflight(args[0])
@@ -40,6 +42,7 @@ class Command(_Base):
         super().run(args, opts)
 
     def preflight(self, spider_name: str) -> None:
+        assert self.crawler_process is not None and self.settings is not None
         try:
             spidercls = self.crawler_process.spider_loader.load(spider_name)
         except KeyError:

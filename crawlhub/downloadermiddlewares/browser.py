@@ -8,13 +8,16 @@ from __future__ import annotations
 import logging
 import time
 
-from scrapy.http import TextResponse
+import redis
+from scrapy.crawler import Crawler
+from scrapy.http import Request, Response, TextResponse
 
 from crawlhub import intent
 from crawlhub._utils.urls import domain_of
 from crawlhub.browser import COUNTS, HANDLER, MARKED, SAME_PAGE, is_browser_timeout
 from crawlhub.components import FrontierMiddleware
 from crawlhub.connection import REDIS_ERRORS
+from crawlhub.frontier.records import text
 from crawlhub.intent import leased
 
 logger = logging.getLogger(__name__)
@@ -23,7 +26,7 @@ class BrowserMiddleware(FrontierMiddleware):
     """Which requests the browser renders; the fallback; timeouts as retries (order 370, before the proxy and header profile)."""
 
 
-    def __init__(self, crawler):
+    def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler)
         settings = crawler.settings
         self.enabled = any(v == HANDLER for v in settings.getdict("DOWNLOAD_HANDLERS").values())
@@ -33,27 +36,27 @@ class BrowserMiddleware(FrontierMiddleware):
         self.marked: set[str] = set()
         self._loaded = 0.0
 
-    def _server(self):
+    def _server(self) -> redis.Redis | None:
         frontier = self.frontier
         return frontier.server if frontier is not None else None
 
     def marked_domains(self) -> set[str]:
         if time.monotonic() - self._loaded > self.refresh and (server := self._server()) is not None:
             try:
-                self.marked = {d.decode() for d in server.smembers(MARKED)}
+                self.marked = {text(d) for d in server.smembers(MARKED)}
                 self._loaded = time.monotonic()
             except REDIS_ERRORS as exc:
                 logger.warning("Redis unavailable (%s): using the browser domains known so far", exc)
         return self.marked
 
-    def wants_browser(self, request) -> bool:
+    def wants_browser(self, request: Request) -> bool:
         choice = request.meta.get("browser")
         if choice is not None:
             return bool(choice)
         spider = self.crawler.spider
         return bool(getattr(spider, "use_browser", False)) or domain_of(request.url) in self.marked_domains()
 
-    def process_request(self, request):
+    def process_request(self, request: Request) -> Request | Response | None:
         if not self.enabled or request.meta.get("playwright") or not self.wants_browser(request):
             return None
         request.meta["playwright"] = True
@@ -63,7 +66,7 @@ class BrowserMiddleware(FrontierMiddleware):
             goto.setdefault("referer", referer.decode("latin-1"))
         return None
 
-    def process_response(self, request, response):
+    def process_response(self, request: Request, response: Response) -> Request | Response:
         if not self.enabled:
             return response
         domain = domain_of(request.url)
@@ -89,7 +92,8 @@ class BrowserMiddleware(FrontierMiddleware):
             return
         try:
             pipe = server.pipeline(transaction=False)
-            pipe.hincrby(COUNTS + domain, what, 1).hgetall(COUNTS + domain)
+            pipe.hincrby(COUNTS + domain, what, 1)
+            pipe.hgetall(COUNTS + domain)
             _, counts = pipe.execute()
             plain, fallback = int(counts.get(b"plain", 0)), int(counts.get(b"fallback", 0))
             if what == "fallback" and fallback >= self.min_fallbacks and fallback / (plain + fallback) >= self.ratio:
@@ -100,7 +104,7 @@ class BrowserMiddleware(FrontierMiddleware):
         except REDIS_ERRORS as exc:
             logger.warning("Redis unavailable (%s): browser fallback of %s not recorded", exc, domain)
 
-    def process_exception(self, request, exception):
+    def process_exception(self, request: Request, exception: BaseException) -> Request | Response | None:
         if not request.meta.get("playwright") or not is_browser_timeout(exception):
             return None
         reason = f"browser timeout: {str(exception).splitlines()[0]}"[:500]

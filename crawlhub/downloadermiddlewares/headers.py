@@ -6,20 +6,26 @@ The profiles (data, coherence checker, capture) are in :mod:`crawlhub.profiles`.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING, Any
 
+from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
+from scrapy.http import Request, Response
 
 from crawlhub import meta
 from crawlhub._utils.urls import domain_of
 from crawlhub.components import cluster_choice, frontier_of
 from crawlhub.profiles import APPLIED, PROFILE_META, STICKY, Profile, ProfileBook, ProfileError, load_profiles
 
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
 logger = logging.getLogger(__name__)
 
 class HeaderProfileMiddleware:
     """Gives each request one coherent browser header profile (order 395)."""
 
-    def __init__(self, crawler, book: ProfileBook, all_profiles: list[Profile]):
+    def __init__(self, crawler: Crawler, book: ProfileBook, all_profiles: list[Profile]) -> None:
         self.crawler = crawler
         self.book = book
         self.everything = {p.id: p for p in all_profiles}  # a pin may name any profile of the file
@@ -29,7 +35,7 @@ class HeaderProfileMiddleware:
             raise NotConfigured(f"HEADER_PROFILES_PIN {self.pin!r} is not a profile id; `crawlhub profiles list` shows them")
 
     @classmethod
-    def from_crawler(cls, crawler):
+    def from_crawler(cls, crawler: Crawler) -> Self:
         settings = crawler.settings
         if not settings.getbool("HEADER_PROFILES_ENABLED"):
             raise NotConfigured("HEADER_PROFILES_ENABLED is off")
@@ -39,11 +45,11 @@ class HeaderProfileMiddleware:
             raise NotConfigured(str(exc)) from None
         return cls(crawler, ProfileBook.from_settings(settings, everything), everything)
 
-    def _spider_choice(self):
+    def _spider_choice(self) -> Any:
         spider = self.crawler.spider
         return getattr(spider, "header_profile", None) if spider is not None else None
 
-    def profile_for(self, request) -> Profile | None:
+    def profile_for(self, request: Request) -> Profile | None:
         choice = request.meta.get(PROFILE_META, None)
         if choice is None:
             choice = self._spider_choice()
@@ -74,7 +80,7 @@ class HeaderProfileMiddleware:
             self.sticky[key] = chosen
         return self.book.by_id[chosen]
 
-    def process_request(self, request):
+    def process_request(self, request: Request) -> Request | Response | None:
         for name in request.meta.pop(APPLIED, None) or ():  # a retry: the new attempt chooses again
             request.headers.pop(name, None)
         profile = self.profile_for(request)

@@ -22,6 +22,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from scrapy.http import Request, Response
+
 from crawlhub import signals as crawlhub_signals
 from crawlhub._utils.urls import domain_of
 from crawlhub.components import FrontierMiddleware
@@ -34,7 +36,7 @@ logger = logging.getLogger(__name__)
 
 class PolitenessMiddleware(FrontierMiddleware):
 
-    async def process_request(self, request):
+    async def process_request(self, request: Request) -> Request | Response | None:
         frontier = self.frontier
         if frontier is None or request.meta.pop(SLOT_TAKEN, False):
             return None
@@ -49,15 +51,15 @@ class PolitenessMiddleware(FrontierMiddleware):
             await asyncio.sleep(wait)
         return None
 
-    def process_response(self, request, response):
+    def process_response(self, request: Request, response: Response) -> Request | Response:
         self._finish(request, response.status, retry_after_seconds(response.headers.get(b"Retry-After")))
         return response
 
-    def process_exception(self, request, exception):
+    def process_exception(self, request: Request, exception: BaseException) -> Request | Response | None:
         self._finish(request, None)
         return None
 
-    def _finish(self, request, status, retry_after=0.0):
+    def _finish(self, request: Request, status: int | None, retry_after: float = 0.0) -> None:
         """The download is over: the frontier's warden frees the domain's slot (crawlhub.signals.download_finished)."""
         self.crawler.signals.send_catch_log(crawlhub_signals.download_finished, request=request, status=status,
                                             retry_after=retry_after)

@@ -13,14 +13,21 @@ import logging
 import random
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
+import redis
+from redis.commands.core import Script
+from scrapy import Spider
+from scrapy.crawler import Crawler
 from scrapy.exceptions import IgnoreRequest, NotConfigured
+from scrapy.http import Request, Response
 from scrapy.utils.misc import load_object
 
 from crawlhub import intent, meta
 from crawlhub._utils.urls import domain_of
 from crawlhub.components import cluster_choice, frontier_of
 from crawlhub.connection import REDIS_ERRORS
+from crawlhub.frontier.records import text
 from crawlhub.frontier.serializer import PER_DOWNLOAD_META
 from crawlhub.intent import leased
 from crawlhub.proxies import (
@@ -43,6 +50,9 @@ from crawlhub.proxies import (
     tier_key,
 )
 
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
 logger = logging.getLogger(__name__)
 
 @dataclass
@@ -55,7 +65,7 @@ class DomainState:
 class ProxyMiddleware:
     """Picks a proxy for each request (order 380); keeps the cluster's proxy state."""
 
-    def __init__(self, crawler, pools: dict[str, list[Proxy]]):
+    def __init__(self, crawler: Crawler, pools: dict[str, list[Proxy]]) -> None:
         self.crawler = crawler
         s = crawler.settings
         self.pools = pools
@@ -87,11 +97,12 @@ class ProxyMiddleware:
         self.sticky: dict[str, str] = {}
         self.ok: dict[tuple[str, str], int] = {}  # (proxy id, domain) -> successes not yet sent
         self.sent = time.monotonic()
-        self._fail = self._escalate = None
+        self._fail: Script | None = None
+        self._escalate: Script | None = None
         self._registered = False
 
     @classmethod
-    def from_crawler(cls, crawler):
+    def from_crawler(cls, crawler: Crawler) -> Self:
         s = crawler.settings
         try:
             pools = parse_pools(s.getdict("PROXY_POOLS"), s.get("PROXY_FILE") or None)
@@ -106,11 +117,11 @@ class ProxyMiddleware:
 
     # -- Redis ------------------------------------------------------------------
     @property
-    def server(self):
+    def server(self) -> redis.Redis | None:
         frontier = frontier_of(self.crawler)
         return frontier.server if frontier is not None else None
 
-    def _register(self, server) -> None:
+    def _register(self, server: redis.Redis) -> None:
         if self._registered:
             return
         server.hset(REGISTRY, mapping={p.id: json.dumps(p.public()) for p in self.by_id.values()})
@@ -161,7 +172,7 @@ class ProxyMiddleware:
             return False  # Scrapy speaks HTTP proxies only; Chromium's SOCKS has no authentication
         return st.cool.get(proxy.id, 0) <= now and self.dead.get(proxy.id, 0) <= now
 
-    def choose(self, request) -> Proxy | None:
+    def choose(self, request: Request) -> Proxy | None:
         domain = domain_of(request.url)
         st = self.state(domain)
         now = time.time()
@@ -203,7 +214,8 @@ class ProxyMiddleware:
             return
         try:
             self._register(server)
-            now_tier = self._escalate(keys=[tier_key(domain)], args=[old, new, self.tiers[0], self.tier_ttl]).decode()
+            assert self._escalate is not None  # (registered)
+            now_tier = text(self._escalate(keys=[tier_key(domain)], args=[old, new, self.tiers[0], self.tier_ttl]))
         except REDIS_ERRORS as exc:
             logger.warning("Redis unavailable (%s): %s not moved to proxy pool %s", exc, domain, new)
             return
@@ -212,7 +224,7 @@ class ProxyMiddleware:
             self.crawler.stats.inc_value(f"proxy/escalated/{domain}")
             logger.warning("%s: %s in proxy pool %r; every worker uses pool %r for it now", domain, why, old, new)
 
-    def process_request(self, request):
+    def process_request(self, request: Request) -> Request | Response | None:
         meta = request.meta
         if meta.get("dont_proxy") or ("proxy" in meta and PROXY not in meta):
             return None  # no proxy wanted, or the spider chose one itself
@@ -237,7 +249,7 @@ class ProxyMiddleware:
         self.crawler.stats.inc_value(f"proxy/requests/{proxy.pool}")
         return None
 
-    def _none_left(self, request):
+    def _none_left(self, request: Request) -> Request:
         domain = domain_of(request.url)
         st = self.domains.get(domain)
         now = time.time()
@@ -250,7 +262,7 @@ class ProxyMiddleware:
         raise IgnoreRequest(reason)
 
     # -- outcomes (called by ProxyBanMiddleware) ---------------------------------
-    def banned(self, request, reason: str):
+    def banned(self, request: Request, reason: str) -> Request | None:
         """Record the failure; a request to fetch again through another proxy, or None."""
         proxy = self.by_id.get(request.meta.get(PROXY, ""))
         if proxy is None:
@@ -289,6 +301,7 @@ class ProxyMiddleware:
                 "escalate_after": self.escalate_after, "tier_ttl": self.tier_ttl}
         try:
             self._register(server)
+            assert self._fail is not None  # (registered)
             strikes, until, escalated, dead = self._fail(args=[json.dumps(args)])
         except REDIS_ERRORS as exc:
             logger.warning("Redis unavailable (%s): failure of proxy %s on %s not recorded", exc, proxy.id, domain)
@@ -312,7 +325,7 @@ class ProxyMiddleware:
             logger.warning("%s keeps blocking proxy pool %r: every worker uses pool %r for it now", domain, proxy.pool,
                            escalated.decode())
 
-    def succeeded(self, request) -> None:
+    def succeeded(self, request: Request) -> None:
         proxy_id = request.meta.get(PROXY)
         if proxy_id in self.by_id:
             key = (proxy_id, domain_of(request.url))
@@ -328,7 +341,8 @@ class ProxyMiddleware:
         try:
             pipe = server.pipeline(transaction=False)
             for (proxy_id, domain), n in ok.items():
-                pipe.hincrby(HEALTH, f"{proxy_id}:ok", n).hset(HEALTH, f"{proxy_id}:streak", 0)
+                pipe.hincrby(HEALTH, f"{proxy_id}:ok", n)
+                pipe.hset(HEALTH, f"{proxy_id}:streak", 0)
                 pipe.hdel(strikes_key(domain), proxy_id)
             pipe.execute()
         except REDIS_ERRORS as exc:
@@ -340,7 +354,7 @@ class ProxyMiddleware:
         self._send_successes()
 
 
-def is_proxy_error(exception, errors: tuple) -> bool:
+def is_proxy_error(exception: BaseException, errors: tuple[Any, ...]) -> bool:
     """A connection-level failure (through a proxy it is the proxy's until shown otherwise)."""
     if isinstance(exception, IgnoreRequest):
         return False
@@ -354,13 +368,13 @@ def is_proxy_error(exception, errors: tuple) -> bool:
 class ProxyBanMiddleware:
     """Sees each raw answer of a proxied request first (order 900): bans, and the switch to another proxy."""
 
-    def __init__(self, crawler):
+    def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
-        self._picker = None
+        self._picker: ProxyMiddleware | None = None
         self._markers: list[str] | None = None
 
     @classmethod
-    def from_crawler(cls, crawler):
+    def from_crawler(cls, crawler: Crawler) -> Self:
         s = crawler.settings
         if not (s.getdict("PROXY_POOLS") or s.get("PROXY_FILE")):
             raise NotConfigured  # no proxies configured
@@ -376,12 +390,13 @@ class ProxyBanMiddleware:
             self._picker = self.crawler.get_downloader_middleware(ProxyMiddleware)
         return self._picker
 
-    def spider_closed(self, spider):
+    def spider_closed(self, spider: Spider) -> None:
         if self.picker is not None:
             self.picker.close()
 
-    def ban_reason(self, response) -> str:
+    def ban_reason(self, response: Response) -> str:
         picker = self.picker
+        assert picker is not None  # (process_response asks only with a picker)
         if response.status in picker.ban_codes:
             return f"HTTP {response.status}"
         if self._markers is None:  # the settings' and the spider's, once
@@ -393,7 +408,7 @@ class ProxyBanMiddleware:
                     return f"ban marker {marker!r}"
         return ""
 
-    def process_response(self, request, response):
+    def process_response(self, request: Request, response: Response) -> Request | Response:
         picker = self.picker
         if picker is None or PROXY not in request.meta:
             return response
@@ -404,7 +419,7 @@ class ProxyBanMiddleware:
         again = picker.banned(request, reason)
         return again if again is not None else response
 
-    def process_exception(self, request, exception):
+    def process_exception(self, request: Request, exception: BaseException) -> Request | Response | None:
         picker = self.picker
         if picker is None or PROXY not in request.meta or not is_proxy_error(exception, picker.errors):
             return None

@@ -17,21 +17,23 @@ Same places as Scrapy's (580 and 600); Scrapy's are disabled in the settings.
 from __future__ import annotations
 
 import logging
+from typing import Any
 from urllib.parse import urldefrag, urlsplit
 
-from scrapy.downloadermiddlewares.redirect import MetaRefreshMiddleware, RedirectMiddleware
+from scrapy.downloadermiddlewares.redirect import BaseRedirectMiddleware, MetaRefreshMiddleware, RedirectMiddleware
 from scrapy.exceptions import IgnoreRequest
+from scrapy.http import Request
 
 from crawlhub import intent
 from crawlhub.components import frontier_of
 from crawlhub.intent import leased
-from crawlhub.spider import SEED_HOST
+from crawlhub.meta import SEED_HOST
 
 logger = logging.getLogger(__name__)
 
 
-class FrontierRedirectMixin:
-    def _redirect(self, redirected, request, reason):
+class FrontierRedirectMixin(BaseRedirectMiddleware):
+    def _redirect(self, redirected: Request, request: Request, reason: Any) -> Request:
         chain = [*request.meta.get("redirect_urls", []), request.url]
         if urldefrag(redirected.url)[0] in {urldefrag(u)[0] for u in chain}:
             return self._give_up(request, reason, f"redirect loop: {' -> '.join([*chain, redirected.url])}")
@@ -48,7 +50,7 @@ class FrontierRedirectMixin:
             return self._give_up(request, reason, f"max redirections reached ({self.max_redirect_times}): "
                                  f"{' -> '.join([*chain, redirected.url])}")
 
-    def _on_seed_host(self, redirected, request) -> bool:
+    def _on_seed_host(self, redirected: Request, request: Request) -> bool:
         seed_host = request.meta.get(SEED_HOST)
         host = urlsplit(redirected.url).hostname
         if not seed_host or host == seed_host or not getattr(self.crawler.spider, "same_host_only", False):
@@ -58,7 +60,7 @@ class FrontierRedirectMixin:
             return True
         return False
 
-    def _give_up(self, request, reason, error: str):
+    def _give_up(self, request: Request, reason: Any, error: str) -> Request:
         """The dead-letter list for a leased request (the scheduler carries it out); else IgnoreRequest."""
         self.crawler.stats.inc_value("redirect/gave_up")
         if frontier_of(self.crawler) is not None and leased(request):

@@ -19,7 +19,9 @@ from __future__ import annotations
 import email.utils
 import time
 
+from scrapy.crawler import Crawler
 from scrapy.exceptions import IgnoreRequest
+from scrapy.http import Request, Response
 from scrapy.utils.misc import load_object
 from scrapy.utils.response import response_status_message
 
@@ -48,7 +50,7 @@ def retry_after_seconds(value: bytes | None) -> float:
 
 class FrontierRetryMiddleware(FrontierMiddleware):
 
-    def __init__(self, crawler):
+    def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler)
         settings = crawler.settings
         self.enabled = settings.getbool("RETRY_ENABLED")
@@ -62,7 +64,7 @@ class FrontierRetryMiddleware(FrontierMiddleware):
         self.allow_all = settings.getbool("HTTPERROR_ALLOW_ALL")
         self.allowed = {int(c) for c in settings.getlist("HTTPERROR_ALLOWED_CODES")}
 
-    def process_response(self, request, response):
+    def process_response(self, request: Request, response: Response) -> Request | Response:
         frontier = self.frontier
         if frontier is None or not leased(request):  # robots.txt and other side requests: as in plain Scrapy
             return response
@@ -81,7 +83,7 @@ class FrontierRetryMiddleware(FrontierMiddleware):
             return intent.dead_letter(request, f"HTTP {response_status_message(status)} ({why})", status=status)
         return response
 
-    def spider_handles(self, request, status: int) -> bool:
+    def spider_handles(self, request: Request, status: int) -> bool:
         """Whether the spider's callback gets this error status (Scrapy's HttpErrorMiddleware's rules)."""
         if not self.httperror or request.meta.get("handle_httpstatus_all"):
             return True
@@ -92,7 +94,7 @@ class FrontierRetryMiddleware(FrontierMiddleware):
         spider = self.crawler.spider
         return status in getattr(spider, "handle_httpstatus_list", self.allowed)
 
-    def process_exception(self, request, exception):
+    def process_exception(self, request: Request, exception: BaseException) -> Request | Response | None:
         if self.frontier is None or not leased(request) or request.meta.get("dont_retry") or not self.enabled:
             return None
         if isinstance(exception, self.exceptions) and not isinstance(exception, IgnoreRequest):

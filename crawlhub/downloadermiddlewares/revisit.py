@@ -21,7 +21,8 @@ import hashlib
 import json
 import time
 
-from scrapy import Request, signals
+from scrapy import Request, Spider, signals
+from scrapy.crawler import Crawler
 from scrapy.http import Response
 
 from crawlhub import intent, meta
@@ -52,17 +53,18 @@ def stored_request(payload: bytes) -> str:
 
 
 class RevisitMiddleware(FrontierMiddleware):
-    def __init__(self, crawler):
+    def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler)
         # a bad `revisit` on the spider class stops the worker here, before it crawls (never a crawl that
         # silently runs once); spider_opened reads it again from the spider (an argument may set it)
         self.policy = RevisitPolicy.for_spider(crawler.spidercls, crawler.settings)
         crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
 
-    def spider_opened(self, spider) -> None:
+    def spider_opened(self, spider: Spider) -> None:
         self.policy = RevisitPolicy.for_spider(spider, self.crawler.settings)
+        self.spider_name: str = spider.name
 
-    def process_request(self, request: Request):
+    def process_request(self, request: Request) -> Request | Response | None:
         known = request.meta.get(meta.STATUS)
         if known and self.policy.enabled:
             if known.get("etag"):
@@ -71,7 +73,7 @@ class RevisitMiddleware(FrontierMiddleware):
                 request.headers.setdefault(b"If-Modified-Since", known["last_modified"])
         return None
 
-    def process_response(self, request: Request, response: Response):
+    def process_response(self, request: Request, response: Response) -> Request | Response:
         if self.frontier is None or not self.policy.enabled or not leased(request):
             return response
         if not (200 <= response.status < 300 or response.status in RECORDED):
@@ -88,7 +90,7 @@ class RevisitMiddleware(FrontierMiddleware):
         new_interval = self.policy.maximum if status in (404, 410) else self.policy.adapt(float(interval), changed)
         headers = response.headers
         update = StatusUpdate(
-            spider=self.crawler.spider.name, fp=self.crawler.request_fingerprinter.fingerprint(request).hex(),
+            spider=self.spider_name, fp=self.crawler.request_fingerprinter.fingerprint(request).hex(),
             url=request.url, domain=domain_of(request.url), request=stored_request(request.meta[meta.LEASE_PAYLOAD]),
             fetched_at=time.time(), status=status,
             etag=_text(headers.get(b"ETag")), last_modified=_text(headers.get(b"Last-Modified")),

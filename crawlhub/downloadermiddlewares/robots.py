@@ -31,11 +31,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
+import redis
 from protego import Protego
 from scrapy import Request
+from scrapy.crawler import Crawler
 from scrapy.exceptions import IgnoreRequest, NotConfigured
+from scrapy.http import Response
 from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.httpobj import urlparse_cached
 
@@ -43,10 +48,10 @@ from crawlhub import intent, meta
 from crawlhub._utils.urls import domain_of
 from crawlhub.components import FrontierMiddleware
 from crawlhub.connection import REDIS_ERRORS
-from crawlhub.downloadermiddlewares.politeness import RESLOT, SLOT_TAKEN
 from crawlhub.frontier import keys
+from crawlhub.frontier.view import FrontierView
 from crawlhub.intent import leased
-from crawlhub.meta import LEASE
+from crawlhub.meta import LEASE, RESLOT, SLOT_TAKEN
 
 logger = logging.getLogger(__name__)
 
@@ -67,16 +72,16 @@ class Robots:
     fetched: float = 0.0
     parser: Protego | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.state == RULES and self.parser is None:
             self.parser = Protego.parse(self.body)
 
-    def to_redis(self) -> dict:
+    def to_redis(self) -> dict[str, Any]:
         return {"state": self.state, "expires": self.expires, "body": self.body, "status": self.status or "",
                 "error": self.error, "fetched": self.fetched}
 
     @classmethod
-    def from_redis(cls, raw: dict) -> Robots | None:
+    def from_redis(cls, raw: Mapping[bytes, bytes]) -> Robots | None:
         if not raw:
             return None
         d = {k.decode(): v.decode("utf-8", "replace") for k, v in raw.items()}
@@ -89,23 +94,25 @@ class Robots:
             return True
         if self.state == ERROR:
             return False
-        return self.parser.can_fetch(url, agent)
+        assert self.parser is not None  # (RULES: parsed)
+        return bool(self.parser.can_fetch(url, agent))
 
     def crawl_delay(self, agent: str) -> float | None:
         if self.state != RULES:
             return None
+        assert self.parser is not None
         delay = self.parser.crawl_delay(agent)
         return float(delay) if delay else None
 
 
-def origin_of(request) -> str:
+def origin_of(request: Request) -> str:
     parts = urlparse_cached(request)
     return f"{parts.scheme}://{parts.netloc.rpartition('@')[2].lower()}"
 
 
 class SharedRobotsMiddleware(FrontierMiddleware):
 
-    def __init__(self, crawler):
+    def __init__(self, crawler: Crawler) -> None:
         settings = crawler.settings
         if not settings.getbool("ROBOTSTXT_OBEY"):
             raise NotConfigured
@@ -119,9 +126,9 @@ class SharedRobotsMiddleware(FrontierMiddleware):
         self.max_bytes = settings.getint("ROBOTSTXT_MAX_BYTES")
         self.max_waits = settings.getint("ROBOTSTXT_UNAVAILABLE_MAX_WAITS")
         self.cache: dict[str, Robots] = {}
-        self.pending: dict[str, asyncio.Future] = {}
+        self.pending: dict[str, asyncio.Future[Robots]] = {}
 
-    async def process_request(self, request):
+    async def process_request(self, request: Request) -> Request | Response | None:
         if request.meta.get("dont_obey_robotstxt") or not request.url.startswith(("http://", "https://")):
             return None
         frontier = self.frontier
@@ -146,7 +153,7 @@ class SharedRobotsMiddleware(FrontierMiddleware):
         logger.debug("Forbidden by robots.txt: %s", request.url)
         raise IgnoreRequest("Forbidden by robots.txt")
 
-    async def robots_for(self, request, frontier) -> Robots:
+    async def robots_for(self, request: Request, frontier: FrontierView) -> Robots:
         origin = origin_of(request)
         cached = self.cache.get(origin)
         if cached is not None and cached.expires > time.time():
@@ -174,14 +181,14 @@ class SharedRobotsMiddleware(FrontierMiddleware):
         finally:
             del self.pending[origin]
 
-    async def _load(self, origin: str, request, frontier) -> Robots:
+    async def _load(self, origin: str, request: Request, frontier: FrontierView) -> Robots:
         """From Redis; else fetch it (one worker, under a lock) and store it there."""
         server = frontier.server
         key, lock = PREFIX + origin, PREFIX + origin + ":lock"
         lock_ms = int((self.timeout + 10) * 1000)
         delay = 0.05
         while True:
-            robots = Robots.from_redis(server.hgetall(key))
+            robots = Robots.from_redis(server.hgetall(key))  # type: ignore[arg-type]  # (bytes replies)
             if robots is not None and robots.expires > time.time():
                 return robots
             if server.set(lock, frontier.worker, nx=True, px=lock_ms):
@@ -190,14 +197,14 @@ class SharedRobotsMiddleware(FrontierMiddleware):
             delay = min(delay * 2, 0.5)
         try:
             robots = await self._fetch(origin, request)
-            server.hset(key, mapping=robots.to_redis())
+            server.hset(key, mapping=robots.to_redis())  # type: ignore[arg-type]
             server.expireat(key, int(robots.expires) + 1)
             frontier.politeness.set_crawl_delay(domain_of(request.url), robots.crawl_delay(self.agent))
         finally:
             server.delete(lock)
         return robots
 
-    async def _fetch(self, origin: str, for_request) -> Robots:
+    async def _fetch(self, origin: str, for_request: Request) -> Robots:
         url = f"{origin}/robots.txt"
         robots_request = Request(
             url, priority=1000, callback=NO_CALLBACK,
@@ -231,15 +238,15 @@ class SharedRobotsMiddleware(FrontierMiddleware):
         return Robots(ERROR, now + self.error_retry, status=status, error=f"HTTP {status}", fetched=now)
 
 
-def robots_state(server, origin: str) -> dict | None:
+def robots_state(server: redis.Redis, origin: str) -> dict[str, Any] | None:
     """The stored robots.txt outcome of an origin, for `crawlhub limits show`."""
-    robots = Robots.from_redis(server.hgetall(PREFIX + origin))
+    robots = Robots.from_redis(server.hgetall(PREFIX + origin))  # type: ignore[arg-type]  # (bytes replies)
     if robots is None:
         return None
     return {"state": robots.state, "status": robots.status, "error": robots.error,
             "expires_in": round(robots.expires - time.time()), "bytes": len(robots.body)}
 
 
-def known_origins(server) -> list[str]:
+def known_origins(server: redis.Redis) -> list[str]:
     return sorted(k.decode()[len(PREFIX):] for k in server.scan_iter(PREFIX + "*") if not k.endswith(b":lock"))
 

@@ -8,9 +8,12 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
+from typing import TYPE_CHECKING, Any
 
-from scrapy import signals
+from scrapy import Spider, signals
+from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
+from scrapy.http import Request, Response
 from twisted.internet import task
 
 from crawlhub import meta
@@ -31,27 +34,30 @@ from crawlhub.stats import (
     totals_key,
 )
 
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
 logger = logging.getLogger(__name__)
 
 class ClusterStatsMiddleware:
     """Counts every download attempt for the cluster; keeps the audit log (order 990)."""
 
-    def __init__(self, crawler):
+    def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
         s = crawler.settings
         self.interval = s.getfloat("CLUSTER_STATS_INTERVAL")
         self.retention = int(s.getfloat("CLUSTER_STATS_RETENTION"))
         self.log_max = s.getint("AUDIT_LOG_MAXLEN")
         self.worker = worker_id()
-        self.totals: Counter = Counter()
-        self.minutes: dict[int, Counter] = {}
-        self.entries: list[dict] = []
+        self.totals: Counter[str] = Counter()
+        self.minutes: dict[int, Counter[str]] = {}
+        self.entries: list[dict[str, Any]] = []
         self.dropped = 0
-        self.sent_scheduler = Counter()  # retry/dlq counts already sent (Scrapy stats are cumulative)
-        self.hashes: dict[str, Counter] = {}  # other components' counts (crawlhub.signals.stats_flushing), by key
+        self.sent_scheduler: Counter[str] = Counter()  # retry/dlq counts already sent (Scrapy stats are cumulative)
+        self.hashes: dict[str, Counter[str]] = {}  # other components' counts (crawlhub.signals.stats_flushing), by key
         self.ttls: dict[str, int] = {}
         self.metrics: Metrics | None = None
-        self.timer = None
+        self.timer: task.LoopingCall | None = None
         self.port = s.getint("METRICS_PORT")
         self.address = s.get("METRICS_ADDRESS")
         crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
@@ -60,24 +66,26 @@ class ClusterStatsMiddleware:
         crawler.signals.connect(self.quality_checked, signal=crawlhub_signals.quality_checked)
 
     @classmethod
-    def from_crawler(cls, crawler):
+    def from_crawler(cls, crawler: Crawler) -> Self:
         if not crawler.settings.getbool("CLUSTER_STATS_ENABLED") or not crawler.settings.getbool("CRAWLHUB_SHARED", True):
             raise NotConfigured  # CLUSTER_STATS_ENABLED is off, or not a worker (shell, check...)
         return cls(crawler)
 
     @property
     def spider_name(self) -> str:
-        return self.crawler.spider.name
+        spider = self.crawler.spider
+        assert spider is not None  # (read while the crawl runs)
+        return str(spider.name)
 
     # -- lifecycle ------------------------------------------------------------------
-    def spider_opened(self, spider):
+    def spider_opened(self, spider: Spider) -> None:
         if self.port:
             self.metrics = Metrics(self.port, self.address)
             self.metrics.up.labels(spider.name, self.worker).set(1)
-        self.timer = task.LoopingCall(self.flush)
-        self.timer.start(self.interval, now=False)
+        self.timer = timer = task.LoopingCall(self.flush)
+        timer.start(self.interval, now=False)
 
-    def spider_closed(self, spider, reason):
+    def spider_closed(self, spider: Spider, reason: str) -> None:
         if self.timer is not None and self.timer.running:
             self.timer.stop()
         self.flush()
@@ -93,7 +101,7 @@ class ClusterStatsMiddleware:
             self.totals[k] += v
             bucket[k] += v
 
-    def items_stored(self, count: int, epoch: str):
+    def items_stored(self, count: int, epoch: str) -> None:
         """Documents stored for the first time in the frontier epoch ``epoch`` (crawlhub.signals): the crawl's
         ``items`` are counted per epoch (``items@<epoch>``), so a write that straddles a reset counts for the
         old crawl, which status no longer shows."""
@@ -112,19 +120,19 @@ class ClusterStatsMiddleware:
                 self.hashes.setdefault(key, Counter()).update(counts)
                 self.ttls[key] = ttl
 
-    def process_request(self, request):
+    def process_request(self, request: Request) -> Request | Response | None:
         request.meta[STARTED] = time.monotonic()
         return None
 
-    def process_response(self, request, response):
+    def process_response(self, request: Request, response: Response) -> Request | Response:
         self.record(request, response.status, len(response.body), "")
         return response
 
-    def process_exception(self, request, exception):
+    def process_exception(self, request: Request, exception: BaseException) -> Request | Response | None:
         self.record(request, None, 0, f"{type(exception).__name__}: {str(exception).splitlines()[0] if str(exception) else ''}")
         return None
 
-    def record(self, request, status: int | None, size: int, error: str) -> None:
+    def record(self, request: Request, status: int | None, size: int, error: str) -> None:
         started = request.meta.pop(STARTED, None)
         ms = (time.monotonic() - started) * 1000 if started is not None else 0.0
         domain = domain_of(request.url)
@@ -179,12 +187,14 @@ class ClusterStatsMiddleware:
             for hkey, counts in hashes.items():
                 add_counts(pipe, hkey, counts, self.ttls.get(hkey, self.retention))
             for entry in entries:
-                pipe.xadd(log_key(spider), entry, maxlen=self.log_max, approximate=True)
+                pipe.xadd(log_key(spider), entry, maxlen=self.log_max, approximate=True)  # type: ignore[arg-type]
             if self.dropped:
                 pipe.hincrby(key, "log_dropped", self.dropped)
             if self.metrics is not None:
                 for part in frontier.keys.parts:
-                    pipe.hvals(part.queued).llen(part.dlq).zcard(part.inflight)
+                    pipe.hvals(part.queued)
+                    pipe.llen(part.dlq)
+                    pipe.zcard(part.inflight)
             out = pipe.execute()
             self.dropped = 0
             for hkey in hashes:

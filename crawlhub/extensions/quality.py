@@ -56,7 +56,7 @@ from crawlhub import signals as crawlhub_signals
 from crawlhub.components import frontier_of
 from crawlhub.connection import REDIS_ERRORS
 from crawlhub.contracts import contract_of
-from crawlhub.pipelines.validate import InvalidItem
+from crawlhub.exceptions import InvalidItem
 from crawlhub.quality import (
     ALERTS_MAX,
     CLOSED_MAX,
@@ -85,7 +85,7 @@ EXAMPLES = 3  # example URLs kept per event subject
 
 
 class QualityMonitor:
-    def __init__(self, crawler: Crawler):
+    def __init__(self, crawler: Crawler) -> None:
         settings = crawler.settings
         if not settings.getbool("QUALITY_ENABLED", True):
             raise NotConfigured("QUALITY_ENABLED is off")
@@ -180,7 +180,7 @@ class QualityMonitor:
     def _count_item(self, item: Any, response: Any, valid: bool) -> None:
         if isinstance(item, dict):
             return
-        contract = contract_of(type(item))
+        contract = contract_of(type(item))  # type: ignore[arg-type]  # (a class: hashable)
         if contract.name not in self.types_seen:  # its declared floors and alert rules, once
             self.types_seen.add(contract.name)
             self.floors.update({f"{contract.name}.{k}": v for k, v in contract.floors.items()})
@@ -427,9 +427,12 @@ class QualityMonitor:
         server = frontier.server
         try:
             pipe = server.pipeline(transaction=False)
-            pipe.zadd(keys["cycles"], {cycle: start}, nx=True).zrange(keys["cycles"], -20, -1, withscores=True)
-            pipe.hgetall(keys["window"] + str(slot)).hgetall(keys["window"] + str(slot - 1))
-            pipe.hgetall(keys["cycle"] + cycle).hgetall(keys["events"])
+            pipe.zadd(keys["cycles"], {cycle: start}, nx=True)
+            pipe.zrange(keys["cycles"], -20, -1, withscores=True)
+            pipe.hgetall(keys["window"] + str(slot))
+            pipe.hgetall(keys["window"] + str(slot - 1))
+            pipe.hgetall(keys["cycle"] + cycle)
+            pipe.hgetall(keys["events"])
             pipe.hset(keys["meta"], mapping={"floors": json.dumps(self.floors), "score_min": self.score_min,
                                              "cycle": "epoch" if not self.revisits else self.cycle_seconds,
                                              "window": self.window, "limits": json.dumps(vars(self.limits))})

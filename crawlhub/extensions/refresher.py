@@ -60,7 +60,7 @@ def revisit_payload(doc: dict[str, Any], data: dict[str, Any] | None = None) -> 
 
 
 class Refresher:
-    def __init__(self, crawler: Crawler):
+    def __init__(self, crawler: Crawler) -> None:
         settings = crawler.settings
         self.crawler = crawler
         self.interval = settings.getfloat("REFRESH_INTERVAL", 5.0)

@@ -52,7 +52,7 @@ def payload(events: list[dict[str, Any]], spider: str, style: str) -> bytes:
 
 
 class QualityWebhook:
-    def __init__(self, crawler: Crawler):
+    def __init__(self, crawler: Crawler) -> None:
         settings = crawler.settings
         self.url = settings.get("QUALITY_WEBHOOK_URL") or ""
         if not self.url:
@@ -66,7 +66,7 @@ class QualityWebhook:
         self.retries = settings.getint("QUALITY_WEBHOOK_RETRIES", 3)
         self.host = urlsplit(self.url).hostname or "?"  # what the log says of the URL (never the URL: a secret)
         self.crawler = crawler
-        self.under_way: set[defer.Deferred] = set()
+        self.under_way: set[defer.Deferred[Any]] = set()
         crawler.signals.connect(self.quality_events, signal=crawlhub_signals.quality_events)
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
 
@@ -115,7 +115,7 @@ class QualityWebhook:
         logger.warning("Quality webhook to %s lost %d event(s) (%s); `crawlhub quality` still shows them", self.host,
                        count, why)
 
-    def spider_closed(self, spider: Any) -> defer.Deferred | None:
+    def spider_closed(self, spider: Any) -> defer.Deferred[Any] | None:
         if not self.under_way:
             return None
         return defer.DeferredList(list(self.under_way), consumeErrors=True)

@@ -12,13 +12,20 @@ import logging
 import os
 import socket
 import time
+from typing import TYPE_CHECKING, Any
 
-from scrapy import signals
+import redis
+from scrapy import Spider, signals
+from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
+from scrapy.http import Request, Response
 from twisted.internet import task
 
 from crawlhub.connection import get_redis, worker_id
 from crawlhub.frontier.keys import spider_keys
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 logger = logging.getLogger(__name__)
 
@@ -28,12 +35,12 @@ def workers_key(spider_name: str) -> str:
 
 
 class WorkerRegistry:
-    def __init__(self, crawler, interval: float):
+    def __init__(self, crawler: Crawler, interval: float) -> None:
         self.crawler = crawler
         self.interval = interval
         self.worker = worker_id()
         self.started = time.time()
-        self.server = None
+        self.server: redis.Redis | None = None
         self.timer: task.LoopingCall | None = None
         self.pages = 0
         crawler.signals.connect(self.response_received, signal=signals.response_received)
@@ -41,7 +48,7 @@ class WorkerRegistry:
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
 
     @classmethod
-    def from_crawler(cls, crawler):
+    def from_crawler(cls, crawler: Crawler) -> Self:
         interval = crawler.settings.getfloat("WORKER_HEARTBEAT_INTERVAL")
         if not crawler.settings.getbool("CRAWLHUB_SHARED", True):
             raise NotConfigured("not a worker of the shared frontier (shell, check, parse...)")
@@ -49,7 +56,7 @@ class WorkerRegistry:
             raise NotConfigured("WORKER_HEARTBEAT_INTERVAL is 0")
         return cls(crawler, interval)
 
-    def record(self, state: str, reason: str | None = None) -> dict:
+    def record(self, state: str, reason: str | None = None) -> dict[str, Any]:
         stats = self.crawler.stats
         return {
             "worker": self.worker,
@@ -67,21 +74,22 @@ class WorkerRegistry:
     def beat(self, state: str = "running", reason: str | None = None) -> None:
         spider = self.crawler.spider
         try:
+            assert spider is not None and self.server is not None
             self.server.hset(workers_key(spider.name), self.worker, json.dumps(self.record(state, reason)))
         except Exception as exc:  # a missed heartbeat must not stop the crawl
             logger.warning("Heartbeat to Redis failed: %s", exc)
 
-    def response_received(self, response, request, spider=None):
+    def response_received(self, response: Response, request: Request, spider: Spider | None=None) -> None:
         if not request.meta.get("dont_obey_robotstxt"):  # robots.txt is not a page
             self.pages += 1
 
-    def spider_opened(self, spider):
+    def spider_opened(self, spider: Spider) -> None:
         self.server = get_redis(self.crawler.settings)
         self.beat()
         self.timer = task.LoopingCall(self.beat)
         self.timer.start(self.interval, now=False)
 
-    def spider_closed(self, spider, reason):
+    def spider_closed(self, spider: Spider, reason: str) -> None:
         if self.timer is not None and self.timer.running:
             self.timer.stop()
         self.beat("finished", reason)

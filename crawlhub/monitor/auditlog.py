@@ -4,19 +4,24 @@ one line each (`crawlhub log`)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
+from typing import Any
 
+import redis
+
+from crawlhub.frontier.records import text
 from crawlhub.stats import log_key
 
 
-def log_entry(fields: dict) -> dict:
-    e = {k.decode(): v.decode() for k, v in fields.items()}
+def log_entry(fields: Mapping[bytes, bytes] | Mapping[str, str]) -> dict[str, Any]:
+    e = {text(k): text(v) for k, v in fields.items()}
     return {"time": float(e["t"]), "url": e["url"], "domain": e.get("domain", ""), "worker": e.get("worker", ""),
             "status": int(e["status"]) if e.get("status") else None, "error": e.get("error", ""),
             "ms": float(e.get("ms") or 0), "bytes": int(e.get("bytes") or 0), "proxy": e.get("proxy", ""),
             "browser": e.get("browser") == "1"}
 
 
-def matches(entry: dict, status: str | None, domain: str | None) -> bool:
+def matches(entry: dict[str, Any], status: str | None, domain: str | None) -> bool:
     if domain and entry["domain"] != domain:
         return False
     if status:
@@ -29,18 +34,20 @@ def matches(entry: dict, status: str | None, domain: str | None) -> bool:
     return True
 
 
-def format_entry(e: dict) -> str:
+def format_entry(e: dict[str, Any]) -> str:
     when = time.strftime("%H:%M:%S", time.localtime(e["time"])) + f".{int(e['time'] * 1000) % 1000:03d}"
     outcome = str(e["status"]) if e["status"] is not None else f"ERR {e['error']}"
     extra = (f" via {e['proxy']}" if e["proxy"] else "") + (" [browser]" if e["browser"] else "")
     return f"{when} {outcome:>5} {e['ms']:7.0f}ms {e['bytes']:>8}B  {e['worker']:24} {e['url']}{extra}"
 
 
-def read_log(server, spider: str, limit: int, status=None, domain=None) -> tuple[list[dict], bytes]:
+def read_log(server: redis.Redis, spider: str, limit: int, status: str | None = None,
+             domain: str | None = None) -> tuple[list[dict[str, Any]], bytes]:
     """The newest ``limit`` matching entries, oldest first, and the last stream id seen."""
-    found, last_id, start = [], b"0-0", "+"
+    found: list[dict[str, Any]] = []
+    last_id, start = b"0-0", "+"
     while len(found) < limit:
-        batch = server.xrevrange(log_key(spider), max=start, min="-", count=1000)
+        batch: list[tuple[bytes, dict[bytes, bytes]]] = server.xrevrange(log_key(spider), max=start, min="-", count=1000)  # type: ignore[assignment]
         if not batch:
             break
         if last_id == b"0-0":

@@ -5,6 +5,10 @@ from __future__ import annotations
 import html
 import time
 from datetime import timezone
+from typing import Any
+
+import redis
+from scrapy.settings import BaseSettings
 
 from crawlhub.frontier.keys import spider_keys as spider_keys_of
 from crawlhub.monitor.auditlog import log_entry
@@ -22,7 +26,7 @@ def bucket_for(span: float, most: int = MOST_POINTS) -> int:
     return next((b for b in BUCKETS if span / b <= most), BUCKETS[-1])
 
 
-def bucketed(rows: list[tuple[float, dict[str, int]]], seconds: int) -> list[dict]:
+def bucketed(rows: list[tuple[float, dict[str, int]]], seconds: int) -> list[dict[str, Any]]:
     """(time, counts) rows summed into buckets of ``seconds``; empty buckets between are kept (as 0)."""
     if not rows:
         return []
@@ -38,7 +42,7 @@ def bucketed(rows: list[tuple[float, dict[str, int]]], seconds: int) -> list[dic
     return [{"at": b * seconds, "seconds": seconds, **counts} for b, counts in sorted(out.items())]
 
 
-def report_series(server, spider: str) -> list[dict]:
+def report_series(server: redis.Redis, spider: str) -> list[dict[str, Any]]:
     """Attempts over time, in buckets fitted to the crawl's length: from the audit log (every attempt,
     to the second) when it still holds the whole crawl, else from the per-minute counts."""
     pattern = spider_keys_of(spider).stats_minutes + ":*"
@@ -47,12 +51,13 @@ def report_series(server, spider: str) -> list[dict]:
     for m in minute_keys:
         pipe.hgetall(minute_key(spider, m))
     minutes = [(m * 60.0, ints(raw)) for m, raw in zip(minute_keys, pipe.execute(), strict=True)]
-    first = server.xrange(log_key(spider), count=1)
+    first: list[tuple[bytes, dict[bytes, bytes]]] = server.xrange(log_key(spider), count=1)  # type: ignore[assignment]
     in_log = server.xlen(log_key(spider))
-    logged_from = log_entry(first[0][1])["time"] if first else None
+    logged_from: float = log_entry(first[0][1])["time"] if first else 0.0
     if in_log and (not minutes or logged_from < minutes[0][0] + 60):  # the log has the whole crawl
         rows = []
-        for _, fields in server.xrange(log_key(spider)):
+        entries: list[tuple[bytes, dict[bytes, bytes]]] = server.xrange(log_key(spider))  # type: ignore[assignment]
+        for _, fields in entries:
             e = log_entry(fields)
             cls = "error" if e["status"] is None else f"{e['status'] // 100}xx"
             rows.append((e["time"], {cls: 1, "requests": 1}))
@@ -62,7 +67,7 @@ def report_series(server, spider: str) -> list[dict]:
     return bucketed(minutes, max(60, bucket_for(span)))
 
 
-def report_data(server, settings, spider: str) -> dict:
+def report_data(server: redis.Redis, settings: BaseSettings, spider: str) -> dict[str, Any]:
     return {"status": cluster_status(server, settings, spider), "series": report_series(server, spider),
             "revisit": revisit_report(settings, spider), "quality": quality_report(server, spider)}
 
@@ -70,7 +75,7 @@ def report_data(server, settings, spider: str) -> dict:
 FRESHNESS = ((3600, "< 1 h"), (6 * 3600, "1-6 h"), (86400, "6-24 h"), (7 * 86400, "1-7 days"), (float("inf"), "> 7 days"))
 
 
-def revisit_report(settings, spider: str, now: float | None = None) -> dict | None:
+def revisit_report(settings: BaseSettings, spider: str, now: float | None = None) -> dict[str, Any] | None:
     """Continuous crawling, for the report: pages per age of their last fetch, and changes over time (None: one-shot)."""
     from crawlhub.connection import get_mongo
 
@@ -106,7 +111,7 @@ TOP = 26  # room above the plot for the legend
 WIDTH = 1000  # the charts' coordinate width; they are drawn at the page's full width
 
 
-def _svg_axes(width, height, pad, ymax, label):
+def _svg_axes(width: float, height: float, pad: float, ymax: float, label: str) -> str:
     return (f'<line x1="{pad}" y1="{height - pad}" x2="{width - 10}" y2="{height - pad}" stroke="#999"/>'
             f'<line x1="{pad}" y1="{TOP}" x2="{pad}" y2="{height - pad}" stroke="#999"/>'
             f'<text x="4" y="{TOP + 8}" font-size="11">{ymax:g}</text><text x="4" y="{height - pad}" font-size="11">0</text>'
@@ -118,7 +123,7 @@ def _svg(chart_id: str, title: str, width: int, height: int, body: str) -> str:
             f'preserveAspectRatio="xMinYMin meet">{body}</svg>')
 
 
-def line_chart(chart_id: str, title: str, points: list[tuple[str, float]], width=WIDTH, height=240) -> str:
+def line_chart(chart_id: str, title: str, points: list[tuple[str, float]], width: int = WIDTH, height: int = 240) -> str:
     pad = 40
     ymax = max([v for _, v in points] + [1])
     n = max(len(points) - 1, 1)
@@ -133,7 +138,7 @@ def line_chart(chart_id: str, title: str, points: list[tuple[str, float]], width
 
 
 def bar_chart(chart_id: str, title: str, groups: list[tuple[str, dict[str, float]]], colors: dict[str, str],
-              width=WIDTH, height=260, stacked=True) -> str:
+              width: int = WIDTH, height: int = 260, stacked: bool = True) -> str:
     pad = 40
     names = list(colors)
     totals = [sum(v.values()) if stacked else max(list(v.values()) + [0]) for _, v in groups]
@@ -141,7 +146,7 @@ def bar_chart(chart_id: str, title: str, groups: list[tuple[str, dict[str, float
     slot = min((width - pad - 10) / max(len(groups), 1), 90)
     bars = []
     for i, (label, values) in enumerate(groups):
-        base = height - pad
+        base = float(height - pad)
         for j, name in enumerate(names):
             v = values.get(name, 0)
             h = v / ymax * (height - pad - TOP)
@@ -162,7 +167,7 @@ def bar_chart(chart_id: str, title: str, groups: list[tuple[str, dict[str, float
 
 
 def hbar_chart(chart_id: str, title: str, rows: list[tuple[str, dict[str, float]]], colors: dict[str, str],
-               unit: str = "", width=WIDTH) -> str:
+               unit: str = "", width: int = WIDTH) -> str:
     """Horizontal bars, one group per row, its label (a domain name) written out in full on the left."""
     label_w = min(420, max([len(label) for label, _ in rows] + [10]) * 7 + 10)
     row_h, names = 22, list(colors)
@@ -183,7 +188,7 @@ def hbar_chart(chart_id: str, title: str, rows: list[tuple[str, dict[str, float]
     return _svg(chart_id, title, width, height, f'<text x="4" y="14" font-size="11">{legend}</text>{"".join(out)}')
 
 
-def table(headers: list[str], rows: list[list]) -> str:
+def table(headers: list[str], rows: list[list[Any]]) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
     return f'<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
@@ -196,14 +201,14 @@ def _span_label(seconds: int) -> str:
 STATUS_COLORS = {"2xx": "#16a34a", "3xx": "#2563eb", "4xx": "#f59e0b", "5xx": "#dc2626", "error": "#6b7280"}
 
 
-def chart_parts(status: dict, series: list[dict]) -> dict:
+def chart_parts(status: dict[str, Any], series: list[dict[str, Any]]) -> dict[str, Any]:
     """The charts of a crawl as inline SVG, and the numbers behind them (the HTML report, `crawlhub ui`)."""
     # series rows: {"at": epoch, "seconds": bucket, counts...} (or {"minute": m, counts...})
     series = [{"at": s["minute"] * 60, "seconds": 60, **s} if "minute" in s else s for s in series]
     seconds = series[0]["seconds"] if series else 60
     fmt = "%H:%M:%S" if seconds < 60 else "%H:%M" if seconds < 86400 else "%Y-%m-%d"
 
-    def label(s):
+    def label(s: dict[str, Any]) -> str:
         return time.strftime(fmt, time.localtime(s["at"]))
 
     per = _span_label(seconds)
@@ -226,7 +231,7 @@ def chart_parts(status: dict, series: list[dict]) -> dict:
     }
 
 
-def html_report(data: dict) -> str:
+def html_report(data: dict[str, Any]) -> str:
     """A self-contained page (inline SVG, no script, no external file): charts and the numbers behind them."""
     status = data["status"]
     charts = chart_parts(status, data["series"])
@@ -261,7 +266,7 @@ text-align:right}} td:first-child,th:first-child{{text-align:left}}</style></hea
 """
 
 
-def _revisit_section(revisit: dict | None) -> str:
+def _revisit_section(revisit: dict[str, Any] | None) -> str:
     """Freshness and changes over time (continuous crawling only)."""
     if not revisit:
         return ""
@@ -275,12 +280,12 @@ def _revisit_section(revisit: dict | None) -> str:
             + line_chart("changes-over-time", f"Changed item fields per {per}", points))
 
 
-def _quality_section(quality: dict | None) -> str:
+def _quality_section(quality: dict[str, Any] | None) -> str:
     """Data quality: the score, the open events, coverage per field and items per page by pattern."""
     if not quality:
         return ""
     fig = quality["figures"]
-    def pct(value):
+    def pct(value: float | None) -> str:
         return percent(value, 1)
 
     head = (f"<h2 id=\"quality\">Data quality</h2><p class=\"summary\">Cycle {html.escape(str(quality['cycle']['id']))}"
@@ -300,7 +305,7 @@ def _quality_section(quality: dict | None) -> str:
     return head + events + coverage + patterns + alerts
 
 
-def _ms_bound(value) -> str:
+def _ms_bound(value: float | None) -> str:
     """A latency percentile (the upper bound of its histogram bucket), as text."""
     if value is None:
         return "-"

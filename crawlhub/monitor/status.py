@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
 import redis
+from pymongo import MongoClient
 from redis.cluster import RedisCluster
 from scrapy.settings import BaseSettings, Settings
 
@@ -21,6 +23,7 @@ from crawlhub.frontier.keys import Keys
 from crawlhub.frontier.operations import partition_counts, per_partition, queued_per_domain
 from crawlhub.frontier.partitions import frontier_keys, partitioned_frontiers
 from crawlhub.frontier.politeness import Politeness, domain_state, get_limit, known_domains
+from crawlhub.frontier.records import text
 from crawlhub.items import cycle_field
 from crawlhub.proxies import proxy_health
 from crawlhub.quality import quality_report
@@ -30,20 +33,20 @@ from crawlhub.stats import LATENCY_BUCKETS_MS, items_field, minute_key, percenti
 CLASSES = ("2xx", "3xx", "4xx", "5xx", "error")
 
 
-def spider_keys(settings, spider: str) -> dict[str, str]:
+def spider_keys(settings: BaseSettings, spider: str) -> dict[str, str]:
     """Every Redis key crawlhub keeps for a spider (docs/redis-keys.md)."""
     return Keys.for_spider(settings, spider).names()
 
 
-def ints(raw: dict) -> dict[str, int]:
-    return {k.decode(): int(v) for k, v in raw.items()}
+def ints(raw: Mapping[bytes | str, Any]) -> dict[str, int]:
+    return {text(k): int(v) for k, v in raw.items()}
 
 
 def _histogram(counts: dict[str, int], prefix: str = "") -> dict[str, int]:
     return {b: counts.get(f"{prefix}lat:{b}", 0) for b in [*map(str, LATENCY_BUCKETS_MS), "inf"]}
 
 
-def recent_minutes(server, spider: str, now: float, minutes: int = 6) -> dict[int, dict[str, int]]:
+def recent_minutes(server: redis.Redis, spider: str, now: float, minutes: int = 6) -> dict[int, dict[str, int]]:
     current = int(now // 60)
     pipe = server.pipeline(transaction=False)
     wanted = list(range(current - minutes + 1, current + 1))
@@ -69,7 +72,7 @@ def pages_per_minute(minutes: dict[int, dict[str, int]], now: float, window: int
     return total / span * 60
 
 
-def worker_rows(raw: dict, now: float, dead_after: float) -> list[dict]:
+def worker_rows(raw: Mapping[Any, Any], now: float, dead_after: float) -> list[dict[str, Any]]:
     rows = []
     for value in raw.values():
         w = json.loads(value)
@@ -80,7 +83,7 @@ def worker_rows(raw: dict, now: float, dead_after: float) -> list[dict]:
     return sorted(rows, key=lambda w: w.get("started_at", 0))
 
 
-def item_counts(settings, spider: str, items_stored: int, mongo=None, epoch: str = "") -> dict:
+def item_counts(settings: BaseSettings, spider: str, items_stored: int, mongo: MongoClient[Any] | None = None, epoch: str = "") -> dict[str, Any]:
     """Documents per collection of MONGO_DATABASE, the spider's quarantined items, and the valid share
     (through ``mongo``, a pymongo client kept by the caller, else one opened and closed here). With the
     frontier's ``epoch`` id, ``crawl``: the spider's documents stored in that epoch (``cycles.<spider>``)."""
@@ -112,13 +115,13 @@ def item_counts(settings, spider: str, items_stored: int, mongo=None, epoch: str
             "valid_share": round(good / checked, 4) if checked else None, "revisit": revisit}
 
 
-def has_frontier(server, settings, spider: str) -> bool:
+def has_frontier(server: redis.Redis, settings: BaseSettings, spider: str) -> bool:
     """Whether ``spider`` has crawl state in this Redis (workers, seeds, a layout or a queue)."""
     k = frontier_keys(server, settings, spider)
     return bool(server.exists(k.workers, k.seeds, k.layout, *(part.queued for part in k.parts)))
 
 
-def cluster_status(server, settings, spider: str, with_items: bool = True, mongo=None) -> dict:
+def cluster_status(server: redis.Redis, settings: BaseSettings, spider: str, with_items: bool = True, mongo: MongoClient[Any] | None = None) -> dict[str, Any]:
     """Everything `crawlhub status SPIDER` shows, as JSON-able data (docs/cli.md)."""
     now = time.time()
     layout = frontier_keys(server, settings, spider)
@@ -127,10 +130,18 @@ def cluster_status(server, settings, spider: str, with_items: bool = True, mongo
     per_domain = queued_per_domain(server, layout)
     inflight, delayed, dlq, seen = counts["inflight"], counts["delayed"], counts["dlq"], counts["seen"]
     pipe = server.pipeline(transaction=False)
-    pipe.llen(keys["bad_seeds"]).llen(keys["bad_requests"])
-    pipe.get(keys["budget"]).get(keys["budget_used"]).hgetall(keys["stats"]).hgetall(keys["workers"])
-    pipe.hgetall(keys["stats_totals"]).exists(keys["paused"]).xlen(keys["log"]).lrange(keys["incidents"], 0, 9)
-    pipe.get(keys["epoch"]).xrevrange(keys["log"], count=1)
+    pipe.llen(keys["bad_seeds"])
+    pipe.llen(keys["bad_requests"])
+    pipe.get(keys["budget"])
+    pipe.get(keys["budget_used"])
+    pipe.hgetall(keys["stats"])
+    pipe.hgetall(keys["workers"])
+    pipe.hgetall(keys["stats_totals"])
+    pipe.exists(keys["paused"])
+    pipe.xlen(keys["log"])
+    pipe.lrange(keys["incidents"], 0, 9)
+    pipe.get(keys["epoch"])
+    pipe.xrevrange(keys["log"], count=1)
     (bad_seeds, bad_requests, budget, budget_used, counters, workers, totals, paused, logged,
      incidents, current, last_logged) = pipe.execute()
     problems = []
@@ -206,7 +217,7 @@ def cluster_status(server, settings, spider: str, with_items: bool = True, mongo
     return data
 
 
-def quality_summary(server, spider: str) -> dict:
+def quality_summary(server: redis.Redis, spider: str) -> dict[str, Any]:
     """What status, the UI and the report show of data quality (``crawlhub quality`` shows everything)."""
     report = quality_report(server, spider, closed=5, pages=False)
     fig = report["figures"]

@@ -3,22 +3,23 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 
-def _ms(value) -> str:
+def _ms(value: float | None) -> str:
     if value is None:
         return "-"
     return ">30s" if value == float("inf") else f"{value:.0f}ms"
 
 
-def _duration(seconds) -> str:
+def _duration(seconds: float | None) -> str:
     if seconds is None:
         return "unknown"
     seconds = int(seconds)
     return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m" if seconds >= 3600 else f"{seconds // 60}m{seconds % 60:02d}s"
 
 
-def format_status(data: dict) -> list[str]:
+def format_status(data: dict[str, Any]) -> list[str]:
     """The human view of cluster_status (what `crawlhub status` prints)."""
     from crawlhub.proxies import format_health
 

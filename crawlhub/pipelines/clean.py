@@ -21,12 +21,17 @@ import logging
 import re
 from datetime import datetime, timezone
 from decimal import Decimal
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
 
 from itemadapter import ItemAdapter
 from price_parser import Price
+from scrapy.crawler import Crawler
 
 from crawlhub.items import item_meta
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 logger = logging.getLogger(__name__)
 _WS = re.compile(r"\s+")
@@ -39,7 +44,7 @@ CURRENCY_SYMBOLS = {
 TWO_PLACES = Decimal("0.01")
 
 
-def clean_text(value):
+def clean_text(value: Any) -> Any:
     if isinstance(value, str):
         value = _WS.sub(" ", value).strip()
         return value or None
@@ -58,7 +63,7 @@ def currency_code(found: str | None, fallback: str | None = None) -> str | None:
     return fallback.upper() if fallback else None
 
 
-def parse_price(text, fallback_currency: str | None = None) -> tuple[str | None, str | None]:
+def parse_price(text: Any, fallback_currency: str | None = None) -> tuple[str | None, str | None]:
     """"£1,234.5" -> ("1234.50", "GBP"); unparseable -> (text, None) for validation to flag."""
     if text is None:
         return None, currency_code(None, fallback_currency)
@@ -66,27 +71,28 @@ def parse_price(text, fallback_currency: str | None = None) -> tuple[str | None,
     if price.amount is None:
         return str(text), currency_code(price.currency, fallback_currency)
     amount = price.amount
-    if amount.as_tuple().exponent > -2:
+    exponent = amount.as_tuple().exponent
+    if isinstance(exponent, int) and exponent > -2:
         amount = amount.quantize(TWO_PLACES)
     return format(amount, "f"), currency_code(price.currency, fallback_currency)
 
 
-def derived_key(*values) -> str:
+def derived_key(*values: Any) -> str:
     """A key made of field values: SHA-1 of them joined by \\x1f (None as empty)."""
     return hashlib.sha1("\x1f".join("" if v is None else str(v) for v in values).encode()).hexdigest()
 
 
 class CleanPipeline:
-    def __init__(self, crawler):
+    def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
         self.default_currency = crawler.settings.get("DEFAULT_CURRENCY") or None
         self.max_chars = crawler.settings.getint("ITEM_FIELD_MAX_CHARS")
 
     @classmethod
-    def from_crawler(cls, crawler):
+    def from_crawler(cls, crawler: Crawler) -> Self:
         return cls(crawler)
 
-    def process_item(self, item):
+    def process_item(self, item: Any) -> Any:
         adapter = ItemAdapter(item)
         for name in list(adapter.keys()):
             value = adapter[name] = clean_text(adapter.get(name))

@@ -14,32 +14,37 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections import OrderedDict
+from typing import TYPE_CHECKING, Any
 
 from itemadapter import ItemAdapter
+from scrapy.crawler import Crawler
 from scrapy.exceptions import DropItem
 
 from crawlhub.items import item_meta, page_of
 
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
 logger = logging.getLogger(__name__)
 
 
-def item_key(item) -> tuple:
+def item_key(item: Any) -> tuple[Any, ...]:
     meta = item_meta(item)
     adapter = ItemAdapter(item)
     return (meta.collection, *(adapter.get(name) for name in meta.key_fields))
 
 
 class DedupePipeline:
-    def __init__(self, crawler):
+    def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
         self.max_pages = max(1, crawler.settings.getint("DEDUPE_PAGES", 1000))
         self.pages: OrderedDict[int, set[bytes]] = OrderedDict()
 
     @classmethod
-    def from_crawler(cls, crawler):
+    def from_crawler(cls, crawler: Crawler) -> Self:
         return cls(crawler)
 
-    def process_item(self, item):
+    def process_item(self, item: Any) -> Any:
         page = page_of(item)
         if page is None:
             return item

@@ -44,14 +44,18 @@ import time
 from collections import defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import bson
 from bson.errors import InvalidDocument
 from itemadapter import ItemAdapter
-from pymongo import ASCENDING, UpdateOne
+from pymongo import ASCENDING, MongoClient, UpdateOne
+from pymongo.collection import Collection
+from pymongo.database import Database
 from pymongo.errors import BulkWriteError, ConnectionFailure
-from scrapy import signals
+from scrapy import Spider, signals
+from scrapy.crawler import Crawler
+from scrapy.http import Response
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from twisted.internet import task, threads
 from twisted.internet.defer import DeferredLock
@@ -61,10 +65,13 @@ from crawlhub import signals as crawlhub_signals
 from crawlhub.components import frontier_of
 from crawlhub.config import redact_url
 from crawlhub.connection import get_mongo, mongo_error
+from crawlhub.exceptions import InvalidItem
 from crawlhub.frontier.view import StoreLink, store_link_of
 from crawlhub.items import BOOKKEEPING_FIELDS, VOLATILE_FIELDS, ItemMeta, cycle_field, is_empty, item_meta
-from crawlhub.pipelines.validate import InvalidItem
 from crawlhub.revisit.store import GoneCheck, StatusStore
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 logger = logging.getLogger(__name__)
 
@@ -73,25 +80,25 @@ DUPLICATE_KEY = 11000
 MAX_DOCUMENT_BYTES = 16 * 1024 * 1024 - 64 * 1024
 
 
-def content_hash(doc: dict) -> str:
+def content_hash(doc: dict[str, Any]) -> str:
     stable = {k: v for k, v in doc.items() if k not in VOLATILE_FIELDS}
     return hashlib.sha1(json.dumps(stable, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def stored_fields(document: dict) -> dict:
+def stored_fields(document: dict[str, Any]) -> dict[str, Any]:
     """A stored document's item fields (without what the store adds)."""
     return {name: value for name, value in document.items() if name not in BOOKKEEPING_FIELDS}
 
 
-def key_filter(meta: ItemMeta, doc: dict) -> dict:
+def key_filter(meta: ItemMeta, doc: dict[str, Any]) -> dict[str, Any]:
     return {name: doc.get(name) for name in meta.key_fields}
 
 
 class MongoWriter:
     """The synchronous part: runs in a thread, knows nothing of Scrapy."""
 
-    def __init__(self, db, quarantine: str, spider: str | None = None, status_collection: str = "url_status",
-                 changes_collection: str = "changes"):
+    def __init__(self, db: Database[Any], quarantine: str, spider: str | None = None, status_collection: str = "url_status",
+                 changes_collection: str = "changes") -> None:
         self.db = db
         self.quarantine = quarantine
         self.spider = spider
@@ -101,7 +108,7 @@ class MongoWriter:
         self._collections: set[str] = set()  # item collections found in the database (item_collections)
         self._collections_at = float("-inf")
         self.cycle = ""  # the epoch of the flush being written (write)
-        self.changes: list[dict] = []  # the last write's change history
+        self.changes: list[dict[str, Any]] = []  # the last write's change history
 
     def ensure_index(self, meta: ItemMeta) -> None:
         if meta.collection in self.indexed:
@@ -114,19 +121,19 @@ class MongoWriter:
             self.db[meta.collection].create_index(cycle_field(self.spider), name=cycle_field(self.spider))
         self.indexed.add(meta.collection)
 
-    def write(self, batch: list[tuple[ItemMeta, dict]], quarantined: list[dict], statuses: list | None = None,
-              epoch: str = "") -> dict:
+    def write(self, batch: list[tuple[ItemMeta, dict[str, Any]]], quarantined: list[dict[str, Any]], statuses: list[Any] | None = None,
+              epoch: str = "") -> dict[str, Any]:
         """Write one flush. ``epoch``: the frontier epoch the spider's crawl is in ("" = none); ``counts["cycle"]``
         is then the number of documents stored for the first time in it (each counted once, whichever worker
         stores it and however often: the ``cycles`` field, ``{spider: epoch}``, moves once per document)."""
         counts: dict[str, int] = defaultdict(int)
         self.cycle = epoch if self.spider else ""
         self.changes = []  # this write's change history (crawlhub.signals.items_changed)
-        groups: dict[str, tuple[ItemMeta, dict]] = defaultdict(dict)
+        groups: dict[str, dict[tuple[str, ...], tuple[ItemMeta, dict[str, Any]]]] = defaultdict(dict)
         for meta, doc in batch:
             # one write per key in a batch: the last copy wins
             groups[meta.collection][tuple(map(str, key_filter(meta, doc).values()))] = (meta, doc)
-        refused: list[dict] = []
+        refused: list[dict[str, Any]] = []
         for collection, by_key in groups.items():
             items = list(by_key.values())
             try:
@@ -158,14 +165,14 @@ class MongoWriter:
                     counts["gone"] += check.mark(self.db[collection], now)
         return dict(counts)
 
-    def _enter_cycle(self, coll, field: str, filters: list[dict]) -> int:
+    def _enter_cycle(self, coll: Collection[Any], field: str, filters: list[dict[str, Any]]) -> int:
         """Mark these stored documents as stored in this epoch; how many were not yet (a document that another
         worker marked meanwhile does not match: each is counted once)."""
         if not filters:
             return 0
         result = coll.bulk_write([UpdateOne({**flt, field: {"$ne": self.cycle}}, {"$set": {field: self.cycle}})
                                   for flt in filters], ordered=False)
-        return result.modified_count
+        return int(result.modified_count)
 
     def item_collections(self) -> list[str]:
         """The database's item collections (those with crawlhub's unique item key), this worker's included."""
@@ -178,7 +185,7 @@ class MongoWriter:
             self._collections, self._collections_at = found, time.monotonic()
         return sorted(self._collections | self.indexed)
 
-    def changed_fields(self, collection: str, key: dict, before: dict, after: dict, now: datetime) -> list[dict]:
+    def changed_fields(self, collection: str, key: dict[str, Any], before: dict[str, Any], after: dict[str, Any], now: datetime) -> list[dict[str, Any]]:
         """The change history of one updated item: a record per field whose value moved."""
         skip = {*VOLATILE_FIELDS, *BOOKKEEPING_FIELDS}
         return [{"collection": collection, "key": key, "field": name, "old": before.get(name), "new": after.get(name),
@@ -186,7 +193,7 @@ class MongoWriter:
                 for name in sorted((set(before) | set(after)) - skip) if before.get(name) != after.get(name)]
 
     @staticmethod
-    def _unstorable(doc: dict) -> str:
+    def _unstorable(doc: dict[str, Any]) -> str:
         """Why MongoDB would refuse ``doc`` ('' if it would not)."""
         try:
             size = len(bson.encode({**doc, "content_hash": "0" * 40, "first_seen": None, "last_seen": None,
@@ -197,7 +204,7 @@ class MongoWriter:
             return f"document of {size} bytes is over MongoDB's limit of {MAX_DOCUMENT_BYTES}"
         return ""
 
-    def refusal(self, meta: ItemMeta, doc: dict, reason: str) -> dict:
+    def refusal(self, meta: ItemMeta, doc: dict[str, Any], reason: str) -> dict[str, Any]:
         """The quarantine record of a document MongoDB refused: the document described, never too large itself."""
         source = doc.get("source_url") or doc.get("url")
         logger.warning("MongoDB refused %s from %s (%s): quarantined in %s", meta.described(),
@@ -211,7 +218,8 @@ class MongoWriter:
             "quarantined_at": datetime.now(timezone.utc),
         }
 
-    def _upsert(self, collection: str, items: list[tuple[ItemMeta, dict]], counts) -> list[dict]:
+    def _upsert(self, collection: str, items: list[tuple[ItemMeta, dict[str, Any]]],
+                counts: dict[str, int]) -> list[dict[str, Any]]:
         """Upsert ``items``; returns the quarantine records of the documents MongoDB refused.
 
         ``counts`` moves only for what was written."""
@@ -220,10 +228,10 @@ class MongoWriter:
         self.ensure_index(meta)
         coll = self.db[collection]
         filters = [key_filter(meta, doc) for _, doc in items]
-        marked = cycle_field(self.spider) if self.cycle else ""
+        marked = cycle_field(self.spider) if self.cycle and self.spider else ""
         # the stored documents, whole: an item's empty fields never overwrite what they hold
         found_docs = {tuple(str(found.get(n)) for n in meta.key_fields): found for found in coll.find({"$or": filters})}
-        changes: list[tuple[int, list[dict]]] = []  # per updated op: what changed
+        changes: list[tuple[int, list[dict[str, Any]]]] = []  # per updated op: what changed
         now = datetime.now(timezone.utc)
         spiders = {"$addToSet": {"spiders": self.spider}} if self.spider else {}  # which spiders stored it
         ops = []
@@ -277,7 +285,7 @@ class MongoWriter:
                 for e in refused]
 
 
-def describe(doc: dict, limit: int = 1000) -> dict:
+def describe(doc: dict[str, Any], limit: int = 1000) -> dict[str, Any]:
     """``doc`` with every long string or list cut to ``limit`` and its full length said
     (a value BSON cannot hold becomes its repr): small enough to quarantine."""
     out = {}
@@ -295,7 +303,7 @@ def describe(doc: dict, limit: int = 1000) -> dict:
 
 
 class MongoPipeline:
-    def __init__(self, crawler):
+    def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
         settings = crawler.settings
         self.batch_size = max(1, settings.getint("MONGO_BATCH_SIZE"))
@@ -311,23 +319,23 @@ class MongoPipeline:
         self.database = settings.get("MONGO_DATABASE")
         self.quarantine_name = settings.get("MONGO_QUARANTINE_COLLECTION")
         self.home = settings.get("CRAWLHUB_HOME")
-        self.buffer: list[tuple[ItemMeta, dict]] = []
-        self.quarantined: list[dict] = []
+        self.buffer: list[tuple[ItemMeta, dict[str, Any]]] = []
+        self.quarantined: list[dict[str, Any]] = []
         self.statuses: list[Any] = []  # the URL status store's news (status_observed)
         self.lock = DeferredLock()
         self.timer: task.LoopingCall | None = None
-        self.client = None
+        self.client: MongoClient[Any] | None = None
         self.writer: MongoWriter | None = None
         crawler.signals.connect(self.item_dropped, signal=signals.item_dropped)
         crawler.signals.connect(self.status_observed, signal=crawlhub_signals.status_observed)
 
     @classmethod
-    def from_crawler(cls, crawler):
+    def from_crawler(cls, crawler: Crawler) -> Self:
         return cls(crawler)
 
-    async def open_spider(self):
-        self.client = get_mongo(self.crawler.settings)
-        self.writer = MongoWriter(self.client[self.database], self.quarantine_name,
+    async def open_spider(self) -> None:
+        self.client = client = get_mongo(self.crawler.settings)
+        self.writer = MongoWriter(client[self.database], self.quarantine_name,
                                   self.crawler.spider.name if self.crawler.spider else None,
                                   self.crawler.settings.get("STATUS_COLLECTION", "url_status"),
                                   self.crawler.settings.get("CHANGES_COLLECTION", "changes"))
@@ -342,7 +350,7 @@ class MongoPipeline:
             self.timer = task.LoopingCall(lambda: deferred_from_coro(self.flush()))
             self.timer.start(self.interval, now=False)
 
-    async def process_item(self, item):
+    async def process_item(self, item: Any) -> Any:
         self.buffer.append((item_meta(item), ItemAdapter(item).asdict()))
         if len(self.buffer) >= self.buffer_max:
             self._set_backlog(True)  # a write is slow or failing: take no new pages
@@ -372,7 +380,7 @@ class MongoPipeline:
             if full:
                 logger.warning("%d items wait for MongoDB: taking no new requests until it is back", len(self.buffer))
 
-    def item_dropped(self, item, response, exception, spider=None):
+    def item_dropped(self, item: Any, response: Response, exception: BaseException, spider: Spider | None=None) -> None:
         if not isinstance(exception, InvalidItem):
             return
         doc = ItemAdapter(item).asdict()
@@ -429,8 +437,10 @@ class MongoPipeline:
         # write a snapshot; it leaves the buffers only once it is stored
         batch, quarantined = list(self.buffer), list(self.quarantined)
         started = time.monotonic()
+        writer = self.writer
+        assert writer is not None  # (opened)
         try:
-            counts = await maybe_deferred_to_future(threads.deferToThread(self.writer.write, batch, quarantined, statuses, cycle))
+            counts = await maybe_deferred_to_future(threads.deferToThread(writer.write, batch, quarantined, statuses, cycle))
         except Exception as exc:  # noqa: BLE001 - MongoDB down, or anything else: keep the batch, never die
             self.statuses[:0] = statuses
             if link is not None:
@@ -461,12 +471,12 @@ class MongoPipeline:
         stats.inc_value("mongo/flushes")
         if counts.get("cycle"):
             self.crawler.signals.send_catch_log(crawlhub_signals.items_stored, count=counts["cycle"], epoch=cycle)
-        if self.writer.changes:
-            self.crawler.signals.send_catch_log(crawlhub_signals.items_changed, changes=self.writer.changes)
+        if writer.changes:
+            self.crawler.signals.send_catch_log(crawlhub_signals.items_changed, changes=writer.changes)
         logger.debug("Flushed %d items to MongoDB in %.3fs: %s", len(batch), time.monotonic() - started, counts)
         return True
 
-    async def close_spider(self):
+    async def close_spider(self) -> None:
         """Flush what is left: MONGO_CLOSE_RETRIES tries within MONGO_CLOSE_TIMEOUT seconds, then unsaved/."""
         if self.timer is not None and self.timer.running:
             self.timer.stop()
@@ -492,15 +502,17 @@ class MongoPipeline:
     def _reconnect(self, timeout: float) -> None:
         if self.client is not None:
             self.client.close()
-        self.client = get_mongo(self.crawler.settings, server_selection_timeout_ms=int(timeout * 1000))
-        self.writer.db = self.client[self.database]
+        self.client = client = get_mongo(self.crawler.settings, server_selection_timeout_ms=int(timeout * 1000))
+        assert self.writer is not None  # (opened)
+        self.writer.db = client[self.database]
 
     def _save_unsaved(self) -> None:
         if not self.buffer and not self.quarantined:
             return
         folder = services.home_dir(self.home) / "unsaved"
         folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"{self.crawler.spider.name}-{int(time.time())}-{id(self)}.jsonl"
+        spider = self.crawler.spider.name if self.crawler.spider is not None else "crawl"
+        path = folder / f"{spider}-{int(time.time())}-{id(self)}.jsonl"
         with Path(path).open("w") as fh:
             for meta, doc in self.buffer:
                 fh.write(json.dumps({"collection": meta.collection, "doc": doc}, default=str) + "\n")

@@ -9,24 +9,29 @@ collection with the reasons and the source URL (it is never dropped silently).
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from itemadapter import ItemAdapter
+from scrapy.crawler import Crawler
 
 from crawlhub.contracts import contract_of, dict_contract
 from crawlhub.exceptions import InvalidItem
 from crawlhub.items import item_meta
 
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
 _DECIMAL = re.compile(r"\d+(\.\d+)?")
 _ISO4217 = re.compile(r"[A-Z]{3}")
 
 
-def field_problems(item) -> dict[str, list[str]]:
+def field_problems(item: Any) -> dict[str, list[str]]:
     """Field -> what is wrong with it, in the contract's order: required fields, URLs, prices, the JSON Schema."""
     adapter = ItemAdapter(item)
     meta = item_meta(item)
     values = adapter.asdict()
-    contract = contract_of(type(item)) if not isinstance(item, dict) else dict_contract(meta.required)
+    contract = contract_of(type(item)) if not isinstance(item, dict) else dict_contract(meta.required)  # type: ignore[arg-type]
     checked = contract.check(values)
     found = {name: reasons for name, reasons in checked.items() if reasons[0] == f"missing {name}"}
     schema_found = {name: reasons for name, reasons in checked.items() if name not in found}
@@ -52,20 +57,20 @@ def field_problems(item) -> dict[str, list[str]]:
     return found
 
 
-def problems(item) -> list[str]:
+def problems(item: Any) -> list[str]:
     """Every reason ``item`` breaks its contract (empty: it keeps it)."""
     return [reason for reasons in field_problems(item).values() for reason in reasons]
 
 
 class ValidatePipeline:
-    def __init__(self, crawler):
+    def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
 
     @classmethod
-    def from_crawler(cls, crawler):
+    def from_crawler(cls, crawler: Crawler) -> Self:
         return cls(crawler)
 
-    def process_item(self, item):
+    def process_item(self, item: Any) -> Any:
         found = field_problems(item)
         if found:
             self.crawler.stats.inc_value("items/invalid")

@@ -43,7 +43,7 @@ logger = logging.getLogger(__name__)
 class LastModified:
     """A sitemap's ``<lastmod>`` for a page: due now if it changed after the page's last fetch (never an insert)."""
 
-    def __init__(self, spider: str, fp: str, lastmod: float, now: float):
+    def __init__(self, spider: str, fp: str, lastmod: float, now: float) -> None:
         self.spider, self.fp, self.lastmod, self.now = spider, fp, lastmod, now
 
     @property

@@ -118,7 +118,7 @@ class DueScanner:
     RESCAN = 600.0
     FIRST_WIDTH = 10.0
 
-    def __init__(self, store: StatusStore, spider: str, batch: int):
+    def __init__(self, store: StatusStore, spider: str, batch: int) -> None:
         self.store, self.spider, self.batch = store, spider, batch
         self.reset()
 
@@ -154,7 +154,7 @@ class DueScanner:
 
 
 class StatusStore:
-    def __init__(self, collection: Collection[dict[str, Any]]):
+    def __init__(self, collection: Collection[dict[str, Any]]) -> None:
         self.collection = collection
         self._indexed = False
 

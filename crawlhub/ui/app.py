@@ -23,14 +23,19 @@ import logging
 import math
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from importlib import resources
 from typing import Any
 
+import redis
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
+from pymongo import MongoClient
+from scrapy.settings import BaseSettings, Settings
 
 from crawlhub.frontier import control
+from crawlhub.frontier.keys import Keys
 from crawlhub.frontier.partitions import frontier_keys
 from crawlhub.monitor.auditlog import read_log
 from crawlhub.monitor.report import chart_parts, report_series
@@ -72,7 +77,8 @@ class Dashboard:
     """What the UI reads and does, over one Redis client and one MongoDB client (blocking calls: run them
     in threads). A spider's status is read at most once per ``interval`` whatever the number of pages open."""
 
-    def __init__(self, settings, server, mongo, interval: float = 2.0, log_lines: int = 30):
+    def __init__(self, settings: Settings, server: redis.Redis, mongo: MongoClient[Any] | None, interval: float = 2.0,
+                 log_lines: int = 30) -> None:
         self.settings, self.server, self.mongo = settings, server, mongo
         self.interval, self.log_lines = interval, log_lines
         self.items_every = max(5.0, 2 * interval)
@@ -81,11 +87,11 @@ class Dashboard:
         # each spider's settings as its workers have them (its redis_key...): read once, spiders are code
         self._own: dict[str, Any] = {}
         self._lock = threading.Lock()
-        self._items: dict[str, tuple[float, dict]] = {}
-        self._counting: dict[str, Future] = {}
+        self._items: dict[str, tuple[float, dict[str, Any]]] = {}
+        self._counting: dict[str, Future[Any]] = {}
         self._pool = ThreadPoolExecutor(2, thread_name_prefix="crawlhub-ui-items")
 
-    def cached(self, kind: str, spider: str, ttl: float, read) -> Any:
+    def cached(self, kind: str, spider: str, ttl: float, read: Callable[[], Any]) -> Any:
         now = time.monotonic()
         at, value = self._cache.get((kind, spider), (float("-inf"), None))
         if now - at >= ttl:
@@ -93,15 +99,16 @@ class Dashboard:
             self._cache[(kind, spider)] = (now, value)
         return value
 
-    def keys(self, spider: str):
+    def keys(self, spider: str) -> Keys:
         return frontier_keys(self.server, self.settings_for(spider), spider)
 
-    def settings_for(self, spider: str):
+    def settings_for(self, spider: str) -> BaseSettings:
         if spider not in self._own:
             from crawlhub.addon import spider_settings
 
             self._own[spider] = spider_settings(self.settings, spider)
-        return self._own[spider]
+        own: BaseSettings = self._own[spider]
+        return own
 
     def known(self) -> list[str]:
         if self._spiders is None:
@@ -109,7 +116,7 @@ class Dashboard:
             self._spiders = known_spiders(self.settings)
         return self._spiders
 
-    def spiders(self) -> list[dict]:
+    def spiders(self) -> list[dict[str, Any]]:
         rows = []
         now = time.time()
         dead_after = self.settings.getfloat("WORKER_DEAD_AFTER") or 3 * self.settings.getfloat("WORKER_HEARTBEAT_INTERVAL")
@@ -123,7 +130,7 @@ class Dashboard:
         return rows
 
     @staticmethod
-    def default_spider(rows: list[dict]) -> str | None:
+    def default_spider(rows: list[dict[str, Any]]) -> str | None:
         """The spider the page opens on: the one with live workers, else the one whose workers were last heard,
         else one with a crawl, else the first."""
         if not rows:
@@ -131,24 +138,26 @@ class Dashboard:
         best = max(rows, key=lambda r: (r["workers_alive"] > 0, r["last_beat"] or 0, r["has_frontier"]))
         return str(best["spider"])
 
-    def status(self, spider: str) -> dict:
+    def status(self, spider: str) -> dict[str, Any]:
         """What `crawlhub status --json` shows, with the last audit-log lines and the stored total, as JSON
         can hold it. Redis is read every time (cached for an interval); MongoDB's counts, slower on a large
         store, in a thread of their own every ``items_every`` seconds: a slow count never holds the page's
         updates back."""
-        return finite(self._status(spider))
+        shown: dict[str, Any] = finite(self._status(spider))
+        return shown
 
-    def _status(self, spider: str) -> dict:
-        def read() -> dict:
+    def _status(self, spider: str) -> dict[str, Any]:
+        def read() -> dict[str, Any]:
             data = cluster_status(self.server, self.settings_for(spider), spider, with_items=False)
             data["log"], _ = read_log(self.server, spider, self.log_lines)
             data["items"] = self.items(spider, data["totals"].get("items", 0))
             data["stored"] = sum((data["items"] or {}).get("stored", {}).values())
             return data
 
-        return self.cached("status", spider, self.interval * 0.9, read)
+        status: dict[str, Any] = self.cached("status", spider, self.interval * 0.9, read)
+        return status
 
-    def items(self, spider: str, scraped: int) -> dict:
+    def items(self, spider: str, scraped: int) -> dict[str, Any]:
         """The spider's item counts as last read (``{"pending": true}`` until the first read is done)."""
         with self._lock:
             at, value = self._items.get(spider, (float("-inf"), {"pending": True}))
@@ -162,37 +171,38 @@ class Dashboard:
                 return value
         return value
 
-    def _count(self, spider: str, scraped: int) -> dict:
+    def _count(self, spider: str, scraped: int) -> dict[str, Any]:
         value = item_counts(self.settings, spider, scraped, self.mongo)
         with self._lock:
             self._items[spider] = (time.monotonic(), value)
         return value
 
-    def charts(self, spider: str) -> dict:
+    def charts(self, spider: str) -> dict[str, Any]:
         """The charts (SVG): the whole crawl in at most 120 points, re-read at most every 5 s."""
-        def read() -> dict:
+        def read() -> dict[str, Any]:
             parts = chart_parts(self._status(spider), report_series(self.server, spider))
             return {name: parts[name] for name in ("pages", "codes", "latency", "items")} | {"per": parts["per"]}
 
-        return self.cached("charts", spider, max(5.0, self.interval), read)
+        charts: dict[str, Any] = self.cached("charts", spider, max(5.0, self.interval), read)
+        return charts
 
-    def pause(self, spider: str) -> dict:
+    def pause(self, spider: str) -> dict[str, Any]:
         control.pause(self.server, self.keys(spider))
         self._cache.pop(("status", spider), None)
         return {"spider": spider, "paused": True}
 
-    def resume(self, spider: str) -> dict:
+    def resume(self, spider: str) -> dict[str, Any]:
         was = control.resume(self.server, self.keys(spider))
         self._cache.pop(("status", spider), None)
         return {"spider": spider, "paused": False, "was_paused": was}
 
-    def dead_letters(self, spider: str, limit: int = 200) -> dict:
+    def dead_letters(self, spider: str, limit: int = 200) -> dict[str, Any]:
         letters = control.dead_letters(self.server, self.keys(spider))
         rows = [{"id": control.entry_id(raw), "url": letter.url, "attempts": letter.attempts, "status": letter.status,
                  "error": letter.error, "last_attempt": letter.last_attempt} for raw, letter in letters[:limit]]
         return {"spider": spider, "total": len(letters), "entries": rows}
 
-    def requeue_dead_letters(self, spider: str, ids: list[str] | None) -> dict:
+    def requeue_dead_letters(self, spider: str, ids: list[str] | None) -> dict[str, Any]:
         keys = self.keys(spider)
         done = []
         for raw, letter in control.dead_letters(self.server, keys):
@@ -202,13 +212,13 @@ class Dashboard:
         logger.info("crawlhub ui: %d dead letter(s) of %s requeued", len(done), spider)
         return {"spider": spider, "requeued": len(done), "urls": done}
 
-    def bad_seeds(self, spider: str, limit: int = 200) -> dict:
+    def bad_seeds(self, spider: str, limit: int = 200) -> dict[str, Any]:
         found = control.bad_seeds(self.server, self.keys(spider))
         rows = [{"id": control.entry_id(raw), "seed": record.get("seed", ""), "reason": record.get("reason", ""),
                  "at": record.get("at"), "worker": record.get("worker")} for raw, record in found[:limit]]
         return {"spider": spider, "total": len(found), "entries": rows}
 
-    def requeue_bad_seeds(self, spider: str, ids: list[str] | None) -> dict:
+    def requeue_bad_seeds(self, spider: str, ids: list[str] | None) -> dict[str, Any]:
         keys = self.keys(spider)
         done = [record["seed"] for raw, record in control.bad_seeds(self.server, keys)
                 if (ids is None or control.entry_id(raw) in ids) and control.requeue_bad_seed(self.server, keys, raw)]
@@ -219,7 +229,7 @@ class Dashboard:
 class AccessLogger(AbstractAccessLogger):
     """One line per request, without the query string (it may hold the token)."""
 
-    def log(self, request, response, time):  # noqa: A002 - aiohttp's signature
+    def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:  # noqa: A002 - aiohttp's signature
         self.logger.info("%s %s %s %d %.0fms", request.remote, request.method, request.path, response.status,
                          time * 1000)
 
@@ -234,7 +244,7 @@ def make_app(dashboard: Dashboard, token: str | None) -> web.Application:
         return request.query.get("token") or request.cookies.get(COOKIE, "")
 
     @web.middleware
-    async def guard(request: web.Request, handler):
+    async def guard(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
         if token:
             if not hmac.compare_digest(given_token(request).encode(), token.encode()):
                 raise web.HTTPUnauthorized(
@@ -254,7 +264,7 @@ def make_app(dashboard: Dashboard, token: str | None) -> web.Application:
             response.headers.setdefault("Cache-Control", "no-store")
         return response
 
-    async def run(fn, *args):
+    async def run(fn: Callable[..., Any], *args: Any) -> Any:
         try:
             return await asyncio.to_thread(fn, *args)
         except Exception as exc:  # Redis or MongoDB down, a bad record: said to the page, the server goes on
@@ -345,14 +355,14 @@ def make_app(dashboard: Dashboard, token: str | None) -> web.Application:
             raise web.HTTPBadRequest(text='400: name the entries: {"ids": ["<id>", ...]} or {"all": true}\n')
         return ids
 
-    def action(method):
+    def action(method: Callable[..., Any]) -> Callable[[web.Request], Awaitable[web.Response]]:
         async def handler(request: web.Request) -> web.Response:
             spider = spider_of(request)
             args = (spider, await body_ids(request)) if method.__name__.startswith("requeue") else (spider,)
             return web.json_response(await run(method, *args))
         return handler
 
-    def listing(method):
+    def listing(method: Callable[..., Any]) -> Callable[[web.Request], Awaitable[web.Response]]:
         async def handler(request: web.Request) -> web.Response:
             return web.json_response(await run(method, spider_of(request)))
         return handler
