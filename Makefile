@@ -78,8 +78,10 @@ lint: venv
 	$(PY) -m mypy
 	$(VENV)/bin/lint-imports
 
+# unit tests first (seconds: no servers, no processes), then the integration tests in parallel
 test: setup browser lint
-	$(PY) -m pytest -n $(TEST_JOBS) $(PYTEST_ARGS)
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_JOBS) tests/integration $(PYTEST_ARGS)
 
 services-up: setup
 	$(VENV)/bin/crawlhub services up

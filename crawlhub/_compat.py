@@ -1,6 +1,6 @@
 """The private APIs of Scrapy and scrapy-playwright that crawlhub relies on, in one place.
 
-Each is used only through this module and has a test (tests/test_compat.py)
+Each is used only through this module and has a test (tests/unit/test_compat.py)
 that fails, naming the attribute, when a new release removes or changes it.
 
 Scrapy:

@@ -5,7 +5,7 @@ the middlewares, the extensions and the CLI all take their names from it.
 Cluster-wide (shared by every spider): the constants and functions below.
 Lua scripts get the per-spider names in their ``ctx`` argument; the
 per-domain prefix :data:`DOMAIN` is the one name the scripts spell
-themselves (``lua/_helpers.lua``), checked by tests/test_lua.py.
+themselves (``lua/_helpers.lua``), checked by tests/integration/test_lua.py.
 """
 
 from __future__ import annotations

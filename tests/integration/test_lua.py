@@ -1,5 +1,6 @@
 """Each of the frontier's Lua scripts (crawlhub/frontier/lua/) on the real Redis, on its own."""
 
+
 from __future__ import annotations
 
 import json
@@ -10,7 +11,7 @@ import pytest
 from crawlhub.frontier import scripts
 from crawlhub.proxies import cool_key, strikes_key, tier_key
 from tests.frontier_ops import BUDGET_EXHAUSTED
-from tests.test_frontier_unit import frontier_for, request
+from tests.integration.test_frontier import frontier_for, request
 
 
 @pytest.mark.parametrize("name", scripts.names())
@@ -18,13 +19,6 @@ def test_every_script_compiles_with_its_includes(redis_client, name):
     source = scripts.source(name)
     assert "--! include" not in source, "the includes are resolved"
     assert len(redis_client.script_load(source)) == 40  # Redis compiled it: a syntax error would raise
-
-
-def test_the_scripts_are_the_ones_on_disk():
-    assert scripts.names() == ["expired", "finish", "move", "proxy_escalate", "proxy_fail", "refresh", "renew", "reserve",
-                               "tick"]
-    tick = scripts.source("tick")
-    assert tick.index("local now") < tick.index("local function release") < tick.index("local function policy")
 
 
 def test_renew_moves_live_deadlines_and_names_the_lost(redis_client):

@@ -1,5 +1,6 @@
 """The frontier's small units on their own: LeaseBook, RetryPolicy, the typed records, frontier_of."""
 
+
 from __future__ import annotations
 
 import json
@@ -12,7 +13,6 @@ from crawlhub import meta
 from crawlhub.frontier import keys as key_names
 from crawlhub.frontier import scripts
 from crawlhub.frontier.leasebook import LeaseBook
-from crawlhub.frontier.operations import FrontierOps
 from crawlhub.frontier.policy import Requeue, RetryPolicy
 from crawlhub.frontier.records import ENQUEUE_ARGV, DeadLetter, EnqueueOp, ExpiredLease, Finish, Tick
 from crawlhub.frontier.view import frontier_of
@@ -125,22 +125,6 @@ def test_records_cross_into_lua_with_named_fields():
     assert (reply.wait, reply.added, reply.acked, reply.taken) == (0.25, 3, 1, [("7@a.test", b"{}")])
     assert Tick.from_reply([b"budget", b"", 0, 0]).budget_exhausted and Tick.from_reply([b"paused", b"", 0, 0]).paused
     assert Tick.from_reply([b"budget", b"", 0, 0, b""]).budget_exhausted and Tick.from_reply([b"paused", b"", 0, 0, b""]).paused
-
-
-def test_the_lua_scripts_take_every_key_name_from_the_registry(redis_client):
-    # #17: no script spells a key name (the per-domain prefix came in as ctx.domain, so a partition's
-    # scripts touch only its own slot); the classic layout's prefix is still the registry's
-    import re
-
-    for name in [*scripts.names(), "_helpers", "_policy"]:
-        text = scripts.source(name)
-        assert not re.search(r"'crawlhub:|\"crawlhub:", text), f"{name}.lua spells a key name"
-    assert "ctx.domain .. d" in scripts.source("_helpers")
-    classic = FrontierOps(redis_client, key_names.spider_keys("sp"))
-    assert classic.ctx["domain"] == key_names.DOMAIN and classic.ctx["known"] == key_names.DOMAINS
-    tagged = FrontierOps(redis_client, key_names.spider_keys("sp").with_partitions(4).part(3))
-    assert {tagged.ctx[k][:6] for k in ("domain", "known", "prefix", "inflight", "dlq", "seen")} == {"{sp:3}"}
-    assert "paused" not in tagged.ctx and "budget" not in tagged.ctx and "limits" not in tagged.ctx
 
 
 def test_frontier_of_is_none_off_the_shared_frontier():

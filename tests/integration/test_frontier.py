@@ -1,5 +1,6 @@
 """The frontier's queue and duplicate filters on a real Redis: order, dedup, batching."""
 
+
 from __future__ import annotations
 
 import hashlib
@@ -8,7 +9,7 @@ import json
 import pytest
 from scrapy.settings import Settings
 
-from crawlhub.frontier.dupefilter import BloomFilter, ExactFilter, make_filter, seen_count
+from crawlhub.frontier.dupefilter import BloomFilter, make_filter, seen_count
 from tests.frontier_ops import Frontier, Keys
 from tests.helpers import project_settings
 
@@ -81,13 +82,6 @@ def test_exact_filter_is_packed_integers_without_false_positives(redis_client):
     assert sum(frontier.queued().values()) == 20000 and seen_count(redis_client, "sp:dupefilter") == 20000
 
 
-def test_fingerprints_spread_over_buckets():
-    f = ExactFilter("df", 16)
-    keys = {f.spec(hashlib.sha1(str(i).encode()).digest())[1] for i in range(400)}
-    assert len(keys) == 16
-    assert f.spec(b"\xff" * 20)[2] == "-1", "the first 64 bits, as a signed integer"
-
-
 def test_bloom_filter_setting(redis_client):
     frontier = frontier_for(redis_client, DUPEFILTER_MODE="bloom", DUPEFILTER_BLOOM_CAPACITY=5000,
                             DUPEFILTER_BLOOM_ERROR_RATE=0.001)
@@ -97,13 +91,6 @@ def test_bloom_filter_setting(redis_client):
     size = redis_client.strlen("sp:dupefilter:bloom")
     assert size == -(-frontier.dupefilter.bits // 8), "the bitmap is made at its full size"
     assert size / 5000 < 2, "under 2 bytes per URL at capacity"
-
-
-def test_bad_dupefilter_settings():
-    with pytest.raises(ValueError, match="DUPEFILTER_MODE"):
-        make_filter(None, Settings(project_settings(DUPEFILTER_MODE="fuzzy")), "df")
-    with pytest.raises(ValueError, match="bits"):
-        BloomFilter("df", 10**10, 0.0001)
 
 
 def test_workers_with_other_dupefilter_settings_are_refused(redis_client):

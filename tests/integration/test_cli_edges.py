@@ -2,6 +2,7 @@
 project, `scrapy genspider`'s templates, exit codes as docs/cli.md lists them. Every test is written from the
 user's side: the command as typed, its output and exit code, and the state of the file, device or key after."""
 
+
 from __future__ import annotations
 
 import json
@@ -12,18 +13,14 @@ import subprocess
 import sys
 import threading
 
-import click
 import pytest
 
 from tests.harness import ROOT, SCRAPY, cli, start_ui
+from tests.unit.test_cli_edges import documented_codes
 
 ITEMS = 300
 
 
-def documented_codes() -> dict[str, set[int]]:
-    """docs/cli.md's per-command table: command -> the exit codes it lists."""
-    table = re.findall(r"^\| `crawlhub ([a-z -]+)` \| ([^|]+) \|$", (ROOT / "docs" / "cli.md").read_text(), flags=re.M)
-    return {command: {int(code) for code in re.findall(r"(?:^|, )(\d)\b", codes)} for command, codes in table}
 
 
 def check_code(command: str, done: subprocess.CompletedProcess, expected: int) -> None:
@@ -36,23 +33,6 @@ def check_code(command: str, done: subprocess.CompletedProcess, expected: int) -
 def stored_products(mongo_db, count: int = ITEMS) -> None:
     mongo_db.products.insert_many([{"id": str(n), "name": f"item {n}", "price": f"{n}.00", "spiders": ["scrapeme"]}
                                    for n in range(count)])
-
-
-def test_every_command_has_its_exit_codes_in_docs_cli():
-    from crawlhub.cli import main
-
-    def commands(group: click.Group, prefix: str = "") -> list[str]:
-        found = []
-        for name, command in group.commands.items():
-            if not isinstance(command, click.Group) or command.invoke_without_command:  # a group may be a command too
-                found.append(prefix + name)
-            if isinstance(command, click.Group):
-                found += commands(command, f"{prefix}{name} ")
-        return found
-
-    table = documented_codes()
-    assert sorted(table) == sorted(commands(main)), "docs/cli.md's table and the commands differ"
-    assert all(0 in codes and 2 in codes and codes <= {0, 1, 2, 3, 4} for codes in table.values()), table
 
 
 def test_export_streams_to_fifos_and_symlinks_and_replaces_only_regular_files(env, mongo_db, tmp_path):

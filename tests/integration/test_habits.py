@@ -2,17 +2,15 @@
 redirect. A spider's redis_key, start_urls, a set of seeds, a seeds key of the wrong type, settings crawlhub cannot
 honour, bad MongoDB and Redis URLs, a bad revisit duration: each honoured, or refused in one line and exit code 2."""
 
+
 from __future__ import annotations
 
 import json
 import subprocess
 
-from scrapy.settings import Settings
-
-from crawlhub.addon import install
 from tests.harness import ROOT, SCRAPY, cli, run_workers, start_worker, wait_all
+from tests.integration.test_defects import html, redirect
 from tests.sites.server import refused_port
-from tests.test_defects import html, redirect
 
 TEST_SPIDERS = "spiders,tests.sites.spiders"
 
@@ -88,27 +86,3 @@ def test_what_crawlhub_cannot_honour_stops_the_worker_in_one_line(env, tmp_path)
         assert "Spider opened" not in done.stderr, "nothing was crawled"
     waiting = scrapy({**env, "REDIS_URL": f"redis://127.0.0.1:{down}/0", "REDIS_STARTUP_WAIT": "2"}, "crawl", "generic")
     assert waiting.returncode == 2 and "waiting up to 2s for it (REDIS_STARTUP_WAIT)" in waiting.stderr, waiting.stderr
-
-
-def test_scrapy_redis_settings_are_translated_or_refused():
-    settings = Settings({"SCHEDULER": "scrapy_redis.scheduler.Scheduler",
-                         "DUPEFILTER_CLASS": "scrapy_redis.dupefilter.RFPDupeFilter",
-                         "REDIS_HOST": "redis.internal", "REDIS_PORT": 6380, "REDIS_ENCODING": "latin-1"}, priority="project")
-    install(settings, environ={})
-    assert settings["SCHEDULER"] == "crawlhub.frontier.scheduler.RedisScheduler"
-    assert settings["DUPEFILTER_CLASS"] == "crawlhub.frontier.dupefilter.RedisDupeFilter"
-    assert settings["REDIS_URL"] == "redis://redis.internal:6380"
-    (refused,) = settings.getlist("CRAWLHUB_REFUSED")
-    assert refused.startswith("REDIS_ENCODING = 'latin-1'") and "UTF-8" in refused
-    plain = Settings()
-    install(plain, environ={})
-    assert plain.getlist("CRAWLHUB_REFUSED") == [] and plain["REDIS_URL"] == ""
-
-
-def test_readme_lists_every_scrapy_redis_setting_and_attribute_crawlhub_knows():
-    from crawlhub.habits import ATTRIBUTES, HONOURED, REFUSED
-
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("### Coming from scrapy-redis", 1)[1].split("\n## ", 1)[0]
-    for name in [*HONOURED, *REFUSED, *ATTRIBUTES, "start_urls"]:
-        assert f"`{name}`" in section, name

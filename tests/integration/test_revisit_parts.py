@@ -1,86 +1,16 @@
 """Continuous crawling's parts on their own: durations, the revisit policy, the status store, the refresher's exactly-once."""
 
+
 from __future__ import annotations
 
 import json
 import time
 
-import pytest
-from scrapy.settings import Settings
-
 from crawlhub.extensions.refresher import revisit_payload
 from crawlhub.frontier.keys import Keys
-from crawlhub.revisit.policy import BadDuration, RevisitPolicy, parse_duration
-from crawlhub.revisit.store import StatusStore, StatusUpdate
+from crawlhub.revisit.store import StatusStore
 from tests.frontier_ops import Frontier
-from tests.helpers import project_settings
-
-
-def settings(**overrides) -> Settings:
-    return Settings(project_settings(**overrides))
-
-
-class Declares:
-    name = "shop"
-
-    def __init__(self, **attrs):
-        vars(self).update(attrs)
-
-
-@pytest.mark.parametrize(("text", "seconds"), [(90, 90), ("90s", 90), ("15m", 900), ("6h", 21600), ("1d", 86400),
-                                               ("2w", 1209600), ("4.5s", 4.5), (" 2 days ", 172800)])
-def test_durations(text, seconds):
-    assert parse_duration(text) == seconds
-
-
-@pytest.mark.parametrize("bad", ["soon", "-1h", "0", True, "6 parsecs"])
-def test_bad_durations_say_how_to_write_one(bad):
-    with pytest.raises(BadDuration, match="bad duration"):
-        parse_duration(bad)
-
-
-def test_a_spider_that_declares_nothing_is_one_shot():
-    policy = RevisitPolicy.for_spider(Declares(), settings())
-    assert not policy.enabled and policy.interval_for("https://shop.test/p/1") is None
-
-
-def test_rules_first_match_wins_and_meta_overrides():
-    policy = RevisitPolicy.for_spider(Declares(revisit="1d", revisit_rules={r"/shop/page/": "6h", r"/shop/": "12h"}),
-                                      settings())
-    assert policy.interval_for("https://s.test/shop/page/2/") == 6 * 3600
-    assert policy.interval_for("https://s.test/shop/") == 12 * 3600
-    assert policy.interval_for("https://s.test/about") == 86400
-    assert policy.interval_for("https://s.test/shop/", {"revisit": "2h"}) == 7200
-    assert policy.interval_for("https://s.test/shop/", {"revisit": False}) is None
-
-
-def test_the_schedule_adapts_within_its_bounds():
-    policy = RevisitPolicy.for_spider(Declares(revisit="1h", revisit_min="30m", revisit_max="2h"), settings())
-    assert policy.adapt(3600, changed=False) == 3600 * 1.2
-    assert policy.adapt(3600, changed=True) == 3600 * 0.8
-    assert policy.adapt(3600, changed=None) == 3600
-    interval = 3600.0
-    for _ in range(10):
-        interval = policy.adapt(interval, changed=False)
-    assert interval == 7200, "capped at the maximum"
-    for _ in range(10):
-        interval = policy.adapt(interval, changed=True)
-    assert interval == 1800, "raised to the minimum"
-    assert policy.interval_for("https://s.test/", {"revisit": "1m"}) == 1800, "a declared interval is bounded too"
-
-
-def test_a_bad_declaration_names_the_spider_and_the_attribute():
-    with pytest.raises(BadDuration, match=r"spider shop: revisit_rules\['/p/'\]: bad duration"):
-        RevisitPolicy.for_spider(Declares(revisit_rules={"/p/": "often"}), settings())
-    with pytest.raises(BadDuration, match="revisit_min .* is more than revisit_max"):
-        RevisitPolicy.for_spider(Declares(revisit="1h", revisit_min="2h", revisit_max="1h"), settings())
-
-
-def update(url: str, status: int = 200, signature: str = "s1", changed=None, at: float = 1000.0) -> StatusUpdate:
-    return StatusUpdate(spider="shop", fp=url[-2:], url=url, domain="s.test", request=json.dumps({"url": url}),
-                        fetched_at=at, status=status, etag='"e1"' if status != 304 else '"ignored"',
-                        last_modified=None, signature=signature if status != 304 else None, interval=60.0,
-                        changed=changed)
+from tests.unit.test_revisit import settings, update
 
 
 def test_the_status_store_counts_fetches_and_a_304_keeps_the_validators(mongo_db):
@@ -116,26 +46,6 @@ def test_a_refresher_that_dies_mid_batch_queues_nothing_twice(redis_client, mong
     assert sorted(urls) == [f"https://s.test/p{i:02d}" for i in range(10)], "every due page queued exactly once"
     revisit = json.loads(taken[0][1])
     assert revisit["dont_filter"] and revisit["meta"]["crawlhub_status"]["etag"] == '"e1"'
-
-
-@pytest.mark.parametrize(("text", "expected"), [("2026-11-23", 1795392000.0), ("2026-11-23T10:00:00Z", 1795428000.0),
-                                                ("2026-11-23T12:00:00+02:00", 1795428000.0), ("yesterday", None),
-                                                ("", None)])
-def test_sitemap_lastmods(text, expected):
-    from crawlhub.revisit.sitemaps import parse_lastmod
-
-    assert parse_lastmod(text) == expected
-
-
-def test_a_sitemap_seed_and_its_mistakes():
-    from crawlhub.seeds import BadSeed, parse_seed
-
-    seed = parse_seed('{"sitemap": "https://shop.test/robots.txt", "priority": 3}')
-    assert (seed.url, seed.sitemap, seed.priority) == ("https://shop.test/robots.txt", True, 3)
-    with pytest.raises(BadSeed, match="both 'url' and 'sitemap'"):
-        parse_seed('{"url": "https://shop.test/", "sitemap": "https://shop.test/robots.txt"}')
-    with pytest.raises(BadSeed, match="scheme 'ftp'"):
-        parse_seed('{"sitemap": "ftp://shop.test/sitemap.xml"}')
 
 
 def test_a_newer_lastmod_makes_only_a_page_fetched_before_it_due(mongo_db):

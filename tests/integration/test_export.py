@@ -1,5 +1,6 @@
 """`crawlhub export`: real crawls into the real MongoDB-wire server, files read back with the standard library."""
 
+
 from __future__ import annotations
 
 import csv
@@ -14,7 +15,7 @@ import xml.etree.ElementTree as ET
 from datetime import datetime, timezone
 
 from bench.export import fill
-from crawlhub.export import parse_since, plain
+from crawlhub.export import plain
 from crawlhub.items import BOOKKEEPING_FIELDS
 from crawlhub.revisit.store import GoneCheck
 from tests.harness import ROOT, cli, run_workers
@@ -126,15 +127,6 @@ def test_every_format_holds_exactly_the_stored_items(env, site, redis_client, mo
     assert sum(bool(d.get("gone_at")) for d in everything) == 8
 
 
-def test_since_reads_iso_times_and_ages():
-    now = datetime(2026, 11, 24, 12, 0, tzinfo=timezone.utc)
-    assert parse_since("2026-11-20", now) == datetime(2026, 11, 20, tzinfo=timezone.utc)
-    assert parse_since("2026-11-20T08:00Z", now) == datetime(2026, 11, 20, 8, tzinfo=timezone.utc)
-    assert parse_since("2026-11-20T08:00+02:00", now) == datetime(2026, 11, 20, 6, tzinfo=timezone.utc)
-    assert parse_since("90m", now) == datetime(2026, 11, 24, 10, 30, tzinfo=timezone.utc)
-    assert parse_since("2d", now) == datetime(2026, 11, 22, 12, tzinfo=timezone.utc)
-
-
 def test_a_200000_item_export_runs_in_constant_memory_with_a_progress_bar_on_a_terminal(env, mongo_db, tmp_path):
     total = 200_000
     fill(mongo_db, total)  # product documents as the store writes them (bench/export.py's)
@@ -177,12 +169,3 @@ def test_a_200000_item_export_runs_in_constant_memory_with_a_progress_bar_on_a_t
     assert count == total
     assert "exporting" in text and f"{total}/{total}" in text and "items/s" in text, text[-2000:]
     assert "\r" in text or "\x1b[" in text, "the bar redraws in place"
-
-
-def test_the_format_comes_from_the_option_else_the_extension_else_jsonl():
-    from crawlhub.export import format_for
-
-    assert format_for("items.csv", None) == "csv" and format_for("items.XML", None) == "xml"
-    assert format_for("items.jsonlines", None) == "jsonl" and format_for("items.ndjson", None) == "jsonl"
-    assert format_for("-", None) == "jsonl" and format_for("items.txt", None) == "jsonl"
-    assert format_for("items.csv", "json") == "json" and format_for("-", "jsonlines") == "jsonl"

@@ -1,0 +1,24 @@
+"""The frontier's small units on their own: LeaseBook, RetryPolicy, the typed records, frontier_of."""
+
+
+from __future__ import annotations
+
+from crawlhub.frontier import keys as key_names
+from crawlhub.frontier import scripts
+from crawlhub.frontier.operations import FrontierOps
+
+
+def test_the_lua_scripts_take_every_key_name_from_the_registry(redis_client):
+    # #17: no script spells a key name (the per-domain prefix came in as ctx.domain, so a partition's
+    # scripts touch only its own slot); the classic layout's prefix is still the registry's
+    import re
+
+    for name in [*scripts.names(), "_helpers", "_policy"]:
+        text = scripts.source(name)
+        assert not re.search(r"'crawlhub:|\"crawlhub:", text), f"{name}.lua spells a key name"
+    assert "ctx.domain .. d" in scripts.source("_helpers")
+    classic = FrontierOps(redis_client, key_names.spider_keys("sp"))
+    assert classic.ctx["domain"] == key_names.DOMAIN and classic.ctx["known"] == key_names.DOMAINS
+    tagged = FrontierOps(redis_client, key_names.spider_keys("sp").with_partitions(4).part(3))
+    assert {tagged.ctx[k][:6] for k in ("domain", "known", "prefix", "inflight", "dlq", "seen")} == {"{sp:3}"}
+    assert "paused" not in tagged.ctx and "budget" not in tagged.ctx and "limits" not in tagged.ctx
