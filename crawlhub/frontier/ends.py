@@ -113,7 +113,8 @@ class LeaseEnds:
                 logger.info("Retrying %s in %.1fs (attempt %d of %d): %s", request.url, delay, attempts + 1,
                             self.client.policy.retry_times + 1, reason)
 
-        self.send(lease, "retry", partial(self.client.ops.delay, lease.id, self.client.serializer.encode(again), delay), retried)
+        move = partial(self.client.ops.delay, lease.id, self.client.serializer.encode(again), delay)
+        self.send(lease, "retry", move, retried)
         return "retry"
 
     def postpone(self, request: Request, seconds: float, reason: str) -> bool:
@@ -132,8 +133,8 @@ class LeaseEnds:
                 self.client.stats.inc_value("scheduler/postponed")
                 logger.info("Postponed %s for %.0fs: %s", request.url, seconds, reason)
 
-        return self.send(lease, "postponement",
-                              partial(self.client.ops.delay, lease.id, self.client.serializer.encode(later), seconds), postponed)
+        move = partial(self.client.ops.delay, lease.id, self.client.serializer.encode(later), seconds)
+        return self.send(lease, "postponement", move, postponed)
 
     def dead_letter(self, request: Request, error: str, status: int | None = None, attempts: int | None = None) -> None:
         lease = self.client.leases.of(request)

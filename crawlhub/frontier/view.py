@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Protocol
 import redis
 from scrapy.crawler import Crawler
 
+from crawlhub.frontier.client import FrontierClient
+
 if TYPE_CHECKING:
     from crawlhub.frontier.keys import Keys
     from crawlhub.frontier.partitions import Partitions
@@ -75,8 +77,6 @@ def _scheduler(crawler: Crawler) -> RedisScheduler | None:
         return None
     scheduler = engine.scheduler if engine is not None else None
     # (not isinstance(scheduler, RedisScheduler): Scrapy's BaseScheduler answers isinstance by duck typing)
-    from crawlhub.frontier.client import FrontierClient
-
     return scheduler if isinstance(getattr(scheduler, "frontier", None), FrontierClient) else None  # type: ignore[return-value]
 
 
