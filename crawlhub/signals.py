@@ -32,9 +32,11 @@
 
 ``status_observed``
     Sent when the URL status store has news to write with the store's next
-    flush: a 304 (the fetch's ``StatusUpdate``), a sitemap's ``lastmod``, or a
-    page's ``after_store`` once its lease ended. Argument: ``updates`` (a
-    list). MongoPipeline keeps them in its own buffer.
+    flush: a done page's ``after_store`` (as its judges left it), a 304's
+    ``StatusUpdate``, a sitemap's ``lastmod``. Argument: ``updates`` (a list).
+    MongoPipeline keeps them in its own buffer and writes them in the flush
+    that writes the page's items, after the items; the page's lease ends after
+    that flush, so no lease is acked before its page's next visit is stored.
 
 ``items_changed``
     Sent by MongoPipeline after a write that changed stored documents.

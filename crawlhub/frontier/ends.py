@@ -61,29 +61,35 @@ class LeaseEnds:
         if how == "dead_letter":
             self.dead_letter(request, reason, status=status)
             return "dlq"
-        self.client.leases.pop(lease.id)
-        self.finish_ack(lease, request.meta.get(meta.AFTER_STORE))
         self.client.stats.inc_value("leases/dropped")
         logger.debug("Dropped %s: %s", request.url, reason)
+        lease.after_store = request.meta.get(meta.AFTER_STORE) or []  # a 304: the fetch's news for the status store
+        if lease.after_store and self.client.leases.wait_for_store:
+            lease.output_done = True
+            self.after_store_flush(lease)
+        else:
+            self.client.leases.pop(lease.id)
+            self.client.ack([lease.id])
         return "dropped"
 
+    def after_store_flush(self, lease: Lease) -> None:
+        """A done page (a store that acknowledges writes is in use): its URL status news go to the store now, so
+        that the flush that writes its items writes them too (after the items), and the lease ends after that
+        flush (``finish``). Never ack first and write the news later: a worker killed in between would leave a
+        page acked whose next visit is nowhere."""
+        if lease.error is None and lease.after_store:
+            self.client.signals.send_catch_log(crawlhub_signals.status_observed, updates=list(lease.after_store))
+        self.client.leases.ready.append(lease.id)
+
     def finish(self, lease_ids: list[str]) -> None:
-        """End leases whose items are stored: ack, or dead-letter if the callback failed."""
+        """End done leases (their items and status news are stored): ack, or dead-letter if the callback failed."""
         for lease_id in lease_ids:
             lease = self.client.leases.get(lease_id)
             if lease is not None and lease.error:
                 self._dead_letter(lease, json.loads(lease.payload).get("meta", {}), lease.error)
                 continue
             self.client.leases.pop(lease_id)
-            if lease is None:
-                self.client.ack([lease_id])
-            else:
-                self.finish_ack(lease, lease.after_store)
-
-    def finish_ack(self, lease: Lease, after_store: list[object] | None) -> None:
-        self.client.ack([lease.id])
-        if after_store:  # its items are stored: the status store writes these with its next flush
-            self.client.signals.send_catch_log(crawlhub_signals.status_observed, updates=list(after_store))
+            self.client.ack([lease_id])
 
     def retry(self, request: Request, reason: str, retry_after: float = 0.0, status: int | None = None) -> str | None:
         """Send the request back through the shared frontier after a backoff, or to the DLQ.

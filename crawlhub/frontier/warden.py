@@ -128,7 +128,7 @@ class LeaseWarden:
             self.crawler.signals.send_catch_log(crawlhub_signals.page_done, request=lease.request, status=lease.status,
                                                 items=lease.items, invalid=lease.invalid, after_store=lease.after_store)
         if self.frontier.leases.wait_for_store:
-            self.frontier.leases.ready.append(lease.id)  # ended after the store's next flush
+            self.frontier.ends.after_store_flush(lease)
         else:
             self.frontier.ends.finish([lease.id])
 

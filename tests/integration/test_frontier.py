@@ -209,3 +209,47 @@ def test_a_partitioned_frontier_without_a_budget_counts_nothing_against_one(redi
     for _ in range(10):
         taken += frontier.lease(16)[0]
     assert len(taken) == 4 + 6 and int(redis_client.get("nobudget:budget_used")) == 6
+
+
+def test_a_pages_next_visit_is_handed_to_the_store_before_its_lease_can_end(redis_url, redis_client):
+    """A done page's URL status news (and a 304's) go to the store at once, to be written by the flush that writes
+    its items; its lease ends only after that flush. Acked first and written later (as before), a worker killed in
+    between left a page acked whose next visit was nowhere: never revisited (test_scenarios, budget + sigkill)."""
+    from types import SimpleNamespace
+
+    from scrapy import Request, Spider
+    from scrapy.signalmanager import SignalManager
+    from scrapy.statscollectors import MemoryStatsCollector
+
+    from crawlhub import intent, meta
+    from crawlhub import signals as crawlhub_signals
+    from crawlhub.connection import get_redis
+    from crawlhub.frontier.client import FrontierClient
+
+    settings = Settings(project_settings(REDIS_URL=redis_url, DOMAIN_RATE=0, DOMAIN_CONCURRENCY=0))
+    signals = SignalManager()
+    observed: list[object] = []
+    signals.connect(lambda updates: observed.extend(updates), signal=crawlhub_signals.status_observed, weak=False)
+    frontier = FrontierClient(get_redis(settings), settings, MemoryStatsCollector(SimpleNamespace(settings=settings)),
+                              "w1", signals)
+    frontier.open(Spider("visits"))
+    frontier.leases.wait_for_store = True  # MongoPipeline is in use
+    for n in range(2):
+        frontier.enqueue(Request(f"https://a.test/{n}"), hashlib.sha1(str(n).encode()).hexdigest())
+    (page, not_modified), _ = frontier.lease(2)
+    frontier.flush()
+
+    lease = frontier.lease_of(page)
+    lease.after_store = ["next visit of /0"]
+    lease.output_done = True
+    frontier.ends.after_store_flush(lease)  # the page is done
+    not_modified.meta[meta.AFTER_STORE] = ["next visit of /1 (304)"]
+    assert frontier.ends.end(intent.drop(not_modified, "not modified since the last fetch (304)")) == "dropped"
+
+    assert observed == ["next visit of /0", "next visit of /1 (304)"], "handed to the store at once"
+    assert not frontier.pending_ack and redis_client.zcard("visits:inflight") == 2, "neither lease ended yet"
+    covered = frontier.leases.take_ready()  # the store's flush begins: it covers both, news included
+    assert sorted(covered) == sorted(frontier.leases.ids())
+    frontier.ends.finish(covered)  # the flush wrote items and news
+    frontier.flush()
+    assert redis_client.zcard("visits:inflight") == 0 and len(observed) == 2, "ended once, news not sent twice"
