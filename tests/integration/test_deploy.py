@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from tests.harness import cli, run_workers, start_worker
+from tests.harness import cli, run_workers, start_worker, wait_for
 from tests.sites.shop import shop_pages
 from tests.unit.test_deploy import DEPLOY, yaml_docs
 
@@ -80,9 +80,7 @@ def test_sigterm_releases_leases_at_once_and_loses_nothing(env, site, redis_clie
     env = {**env, "LEASE_TTL": "120", "CONCURRENT_REQUESTS": "4"}
     redis_client.lpush("scrapeme:start_urls", f"{shop.url}/shop/")
     worker = start_worker("scrapeme", env, tmp_path / "a", "first")
-    deadline = time.monotonic() + 60
-    while len(shop.fetched("/shop")) < 6 and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_for(lambda: len(shop.fetched("/shop")) >= 6, 60, step=0.1)  # mid-crawl
     assert redis_client.zcard("scrapeme:inflight") > 0, "mid-crawl: it holds leases"
     healthy = cli(env, "health", "scrapeme")
     assert healthy.returncode == 0 and healthy.stdout.startswith("healthy"), healthy.stderr
