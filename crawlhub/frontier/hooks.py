@@ -34,7 +34,7 @@ from scrapy.http import Response
 
 from crawlhub._utils.errors import download_failure_text
 from crawlhub.exceptions import DeadLettered
-from crawlhub.frontier.view import _scheduler
+from crawlhub.frontier.view import scheduler_of
 from crawlhub.frontier.warden import LeaseWarden
 from crawlhub.intent import dead_letter, drop
 from crawlhub.items import mark_page
@@ -43,7 +43,7 @@ __all__ = ["DeadLettered", "LeaseDownloaderMiddleware", "LeaseSpiderMiddleware"]
 
 
 def _warden(crawler: Crawler) -> LeaseWarden | None:
-    scheduler = _scheduler(crawler)
+    scheduler = scheduler_of(crawler)
     return scheduler.warden if scheduler is not None else None
 
 

@@ -70,7 +70,8 @@ class StoreLink(Protocol):
         """The store's buffer is full (the worker takes no new requests) or has drained."""
 
 
-def _scheduler(crawler: Crawler) -> RedisScheduler | None:
+def scheduler_of(crawler: Crawler) -> RedisScheduler | None:
+    """The running crawl's crawlhub scheduler, or None (for the frontier's own parts: the warden's hooks)."""
     try:
         engine = crawler.engine
     except RuntimeError:  # the crawl has not started (Scrapy sets the engine then)
@@ -82,11 +83,11 @@ def _scheduler(crawler: Crawler) -> RedisScheduler | None:
 
 def frontier_of(crawler: Crawler) -> FrontierView | None:
     """The running crawl's shared frontier, or None (not started, or not on crawlhub's scheduler)."""
-    scheduler = _scheduler(crawler)
+    scheduler = scheduler_of(crawler)
     return scheduler.frontier if scheduler is not None else None
 
 
 def store_link_of(crawler: Crawler) -> StoreLink | None:
     """The store's handshake with the running crawl's frontier, or None (as for :func:`frontier_of`)."""
-    scheduler = _scheduler(crawler)
+    scheduler = scheduler_of(crawler)
     return scheduler.store_link if scheduler is not None else None
