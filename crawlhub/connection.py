@@ -16,9 +16,11 @@ import redis
 from pymongo import MongoClient
 from redis.backoff import ExponentialBackoff
 from redis.cluster import ClusterNode, RedisCluster
+from redis.connection import AbstractConnection, Connection, SSLConnection
 from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 from scrapy.settings import BaseSettings
+from scrapy.statscollectors import StatsCollector
 
 from crawlhub import services
 from crawlhub.config import redact_url
@@ -104,9 +106,31 @@ def is_cluster(server: redis.Redis) -> bool:
     return isinstance(server, RedisCluster)
 
 
-def get_redis(settings: BaseSettings) -> redis.Redis:
+# Scrapy stats key: the Redis commands a worker's clients sent (the heartbeat turns it into a rate, shown by
+# `crawlhub status`; docs/deploy.md: the cost model)
+REDIS_COMMANDS_STAT = "redis/commands"
+
+
+def counted(base: type[AbstractConnection], stats: StatsCollector) -> type[AbstractConnection]:
+    """``base`` (a redis-py connection class) counting in ``stats`` every command it sends, one by one or
+    in a pipeline (what the server counts, health-check PINGs and MULTI/EXEC included)."""
+
+    def send_command(self: Any, *args: Any, **kwargs: Any) -> None:
+        stats.inc_value(REDIS_COMMANDS_STAT)
+        base.send_command(self, *args, **kwargs)  # type: ignore[no-untyped-call]
+
+    def pack_commands(self: Any, commands: Any) -> Any:
+        commands = list(commands)
+        stats.inc_value(REDIS_COMMANDS_STAT, len(commands))
+        return base.pack_commands(self, commands)  # type: ignore[no-untyped-call]
+
+    return type(f"Counted{base.__name__}", (base,), {"send_command": send_command, "pack_commands": pack_commands})
+
+
+def get_redis(settings: BaseSettings, stats: StatsCollector | None = None) -> redis.Redis:
     """A Redis client (bytes responses) for REDIS_URL or the embedded server; a cluster client
-    (redis-py's RedisCluster, same commands) when the settings name a Redis Cluster."""
+    (redis-py's RedisCluster, same commands) when the settings name a Redis Cluster. With ``stats``
+    (a crawler's), the client counts the commands it sends there (``redis/commands``)."""
     params: dict[str, Any] = dict(REDIS_PARAMS)
     # a restarted Redis: reconnect with backoff (about 20 s in all) before failing
     params["retry"] = Retry(ExponentialBackoff(cap=3.0, base=0.1), settings.getint("REDIS_RETRIES", 10))
@@ -119,18 +143,24 @@ def get_redis(settings: BaseSettings) -> redis.Redis:
         params.pop("retry_on_error", None)
         # a failover: redis-py re-reads the slots (MOVED, or a node that stopped answering) and retries
         params["cluster_error_retry_attempts"] = max(3, settings.getint("REDIS_RETRIES", 10))
+        if stats is not None:  # (each node's pool makes its connections of this class)
+            params["connection_class"] = counted(SSLConnection if params.get("ssl") else Connection, stats)
         startup = [ClusterNode(h, p) for h, p in nodes]  # type: ignore[no-untyped-call]
         client = RedisCluster.from_url(url, startup_nodes=startup, **params)
         return client  # type: ignore[return-value]  # the same commands as redis.Redis
     url = services.redis_url(settings)
     try:
-        return redis.Redis.from_url(url, **params)
+        single = redis.Redis.from_url(url, **params)
     except ValueError as exc:  # no scheme, a bad port or database
         raise BadURL(f"REDIS_URL {redact_url(url)!r} is not a Redis URL: {exc} "
                      "(e.g. redis://:PASSWORD@host:6379/0, rediss:// for TLS)") from None
+    if stats is not None:  # the class from_url chose (TCP, TLS or a socket file), counting; no connection is made yet
+        pool = single.connection_pool
+        pool.connection_class = counted(pool.connection_class, stats)
+    return single
 
 
-def connect_redis(settings: BaseSettings) -> redis.Redis:
+def connect_redis(settings: BaseSettings, stats: StatsCollector | None = None) -> redis.Redis:
     """get_redis(), waiting up to REDIS_STARTUP_WAIT seconds for the server to answer.
 
     Raises :class:`Unreachable` with a one-line reason when it does not.
@@ -140,8 +170,8 @@ def connect_redis(settings: BaseSettings) -> redis.Redis:
     except ValueError as exc:
         raise BadURL(str(exc)) from None
     if cluster:
-        return _connect_cluster(settings, url)
-    server = get_redis(settings)
+        return _connect_cluster(settings, url, stats)
+    server = get_redis(settings, stats)
     retry = server.get_retry()
     server.set_retry(Retry(ExponentialBackoff(), 0))  # our own loop below says what happens
     wait = settings.getfloat("REDIS_STARTUP_WAIT", 30)
@@ -173,13 +203,13 @@ def connect_redis(settings: BaseSettings) -> redis.Redis:
             delay = min(delay * 2, 5)
 
 
-def _connect_cluster(settings: BaseSettings, url: str) -> redis.Redis:
+def _connect_cluster(settings: BaseSettings, url: str, stats: StatsCollector | None) -> redis.Redis:
     """A cluster client, once the cluster answers (its slots are read when the client is made)."""
     deadline = time.monotonic() + settings.getfloat("REDIS_STARTUP_WAIT", 30)
     delay = 0.5
     while True:
         try:
-            server = get_redis(settings)
+            server = get_redis(settings, stats)
             server.ping()
             return server
         except redis.AuthenticationError as exc:

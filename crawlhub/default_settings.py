@@ -76,9 +76,10 @@ FRONTIER_LOCAL_FILTER_SIZE = 100000
 FRONTIER_PARTITIONS = 1
 # Ready partitions one round leases from (a worker spreads its batch over them).
 FRONTIER_PARTITIONS_PER_LEASE = 4
-# Seconds before a partition with nothing queued is asked again (a hint, <spider>:ready, says
-# which partitions have work; another worker's new links show up within this).
-FRONTIER_PARTITION_RECHECK = 1.0
+# Seconds before a partition hinted empty is probed again anyway (<spider>:ready says which partitions
+# have work, and every write that adds work marks its partition at once: this is the safety net for a
+# mark lost with a worker killed between its links and its mark).
+FRONTIER_PARTITION_RECHECK = 60.0
 # Replicas that must have a round's links (WAIT) before the leases of the pages they came from end in
 # other partitions (0 = do not wait). With replicas, 1 means a failover re-fetches pages, never loses
 # links (docs/deploy.md: Redis Cluster, failover); without replicas leave it 0 (WAIT would time out).

@@ -50,6 +50,8 @@ from crawlhub.seeds import BadSeed, WrongSeedKey, parse_seed, pop_seeds, push_se
 if TYPE_CHECKING:
     from typing_extensions import Self
 
+    from crawlhub.frontier.view import FrontierView
+
 IDLE_CHECK_GAP = 15.0  # seconds between idle checks beyond which the worker was not running
 # Scrapy's certificate-verifying TLS context (Twisted's recommended one for web clients)
 VERIFYING_CONTEXT_FACTORY = "scrapy.core.downloader.contextfactory.BrowserLikeContextFactory"
@@ -118,7 +120,7 @@ class CrawlhubSpider(SitemapMixin, Spider):
         """The Redis client (connected on first use, so a spider can be built offline)."""
         if self._server is None:
             self._configure()
-            self._server = get_redis(self.crawler.settings)
+            self._server = get_redis(self.crawler.settings, self.crawler.stats)
             self.logger.info("Reading seeds from Redis key %r (batch %d)", self.seeds_key, self.seed_batch)
         return self._server
 
@@ -240,10 +242,10 @@ class CrawlhubSpider(SitemapMixin, Spider):
         self._last_idle_check = now
         # work queued that was not ready at the last lease round (rate limits, back-offs): not idle, no need to count
         busy = bool(scheduled) or asleep or (frontier is not None and frontier.work_waiting)
-        if not busy and frontier is not None:
+        if not busy and frontier is not None and self.max_idle > 0:
+            # (waiting for seeds forever, nothing needs counting: an idle worker costs Redis nothing more)
             try:
-                counts = frontier.counts()
-                busy = bool(counts["seeds"] or counts["queued"] or counts["delayed"] or counts["inflight"])
+                busy = self._frontier_busy(frontier)
             except Exception as exc:  # noqa: BLE001 - Redis down: not idle, just waiting
                 self.logger.warning("Cannot read the frontier (%s); waiting", exc)
                 busy = True
@@ -254,6 +256,16 @@ class CrawlhubSpider(SitemapMixin, Spider):
             self.logger.info("The cluster's frontier has been empty for %.0fs: closing", now - self._idle_since)
             return
         raise DontCloseSpider
+
+    @staticmethod
+    def _frontier_busy(frontier: FrontierView) -> bool:
+        """Whether the cluster has work left: the cheap signs first (work hinted as queued or delayed, leases
+        live workers said they hold at their last heartbeat), the count over every partition only when
+        they say none, so that a waiting worker does not read every partition at each idle check."""
+        if frontier.pending() or frontier.leases_elsewhere:
+            return True
+        counts = frontier.counts()
+        return bool(counts["seeds"] or counts["queued"] or counts["delayed"] or counts["inflight"])
 
     # -- following -----------------------------------------------------------
     def seed_host(self, response: Response) -> str | None:

@@ -1,8 +1,10 @@
 """WorkerRegistry: each worker's heartbeat and counters in ``<spider>:workers``.
 
 A hash field per worker (``host:pid``) holding JSON: state (running or
-finished), start time, last heartbeat, pages fetched, items scraped and, once
-closed, the close reason. ``crawlhub status`` and the demo read it.
+finished), start time, last heartbeat, pages fetched, items scraped, the leases
+it holds, the Redis commands its clients sent (in all, and per second since the
+last heartbeat) and, once closed, the close reason. ``crawlhub status`` and the
+demo read it; the other workers read the leases (an idle check's cheap sign).
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from scrapy.exceptions import NotConfigured
 from scrapy.http import Request, Response
 from twisted.internet import task
 
-from crawlhub.connection import get_redis, worker_id
+from crawlhub.components import frontier_of
+from crawlhub.connection import REDIS_COMMANDS_STAT, get_redis, worker_id
 from crawlhub.frontier.keys import spider_keys
 
 if TYPE_CHECKING:
@@ -43,6 +46,7 @@ class WorkerRegistry:
         self.server: redis.Redis | None = None
         self.timer: task.LoopingCall | None = None
         self.pages = 0
+        self._commands = (time.monotonic(), 0)  # (when, the commands counted then): the rate's last reading
         crawler.signals.connect(self.response_received, signal=signals.response_received)
         crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
@@ -58,6 +62,9 @@ class WorkerRegistry:
 
     def record(self, state: str, reason: str | None = None) -> dict[str, Any]:
         stats = self.crawler.stats
+        now, sent = time.monotonic(), int(stats.get_value(REDIS_COMMANDS_STAT, 0))
+        last_at, last_sent = self._commands
+        self._commands = (now, sent)
         return {
             "worker": self.worker,
             "host": socket.gethostname(),
@@ -69,6 +76,10 @@ class WorkerRegistry:
             "pages": self.pages,
             "items": stats.get_value("item_scraped_count", 0),
             "errors": stats.get_value("log_count/ERROR", 0),
+            "leases": frontier.leases_held if (frontier := frontier_of(self.crawler)) is not None else 0,
+            # Redis commands this worker's clients sent: in all, and per second since the last heartbeat
+            "redis_commands": sent,
+            "redis_per_s": round((sent - last_sent) / (now - last_at), 1) if now > last_at else 0.0,
         }
 
     def beat(self, state: str = "running", reason: str | None = None) -> None:
@@ -84,7 +95,7 @@ class WorkerRegistry:
             self.pages += 1
 
     def spider_opened(self, spider: Spider) -> None:
-        self.server = get_redis(self.crawler.settings)
+        self.server = get_redis(self.crawler.settings, self.crawler.stats)
         self.beat()
         self.timer = task.LoopingCall(self.beat)
         self.timer.start(self.interval, now=False)

@@ -63,6 +63,7 @@ class FrontierClient:
         self.safe_acks: list[str] = []  # partitioned: done leases whose pages' links an earlier round queued
         self.budget_exhausted = self.paused = False  # (paused: `crawlhub pause SPIDER`, the frontier leases nothing)
         self.live_workers = 1  # of this spider, counted by the upkeep (fair shares of domain slots)
+        self.leases_elsewhere = 0  # leases the other live workers said they held, read with them
         self.redis_down, self.redis_back_at = False, float("-inf")  # (the monotonic time Redis came back)
         self.on_redis_back: list[Callable[[], None]] = []  # run when Redis answers again
         self.lost = ""  # why the shared frontier is gone (it vanished from Redis), "" while it is there
@@ -75,7 +76,7 @@ class FrontierClient:
         settings = self.settings
         self.spider_name = spider.name
         self.keys = Keys.for_spider(settings, spider.name, cluster=isinstance(self.server, RedisCluster))
-        claim_layout(self.server, self.keys)
+        self.keys = claim_layout(self.server, self.keys)
         self.epoch = EpochWatch(self.server, self.keys, spider.name, self.worker)
         self.counters = ClusterCounters(self.server, self.keys.stats)
         self.politeness = Politeness.from_settings(self.server, settings, self.keys)
@@ -93,6 +94,10 @@ class FrontierClient:
     def epoch_id(self) -> str:
         """The id of the frontier epoch this worker knows ("" before it opened)."""
         return self.epoch.id if hasattr(self, "epoch") else ""
+
+    @property
+    def leases_held(self) -> int:
+        return len(self.leases)
 
     @property
     def has_pending_writes(self) -> bool:  # (what the next round trip sends)

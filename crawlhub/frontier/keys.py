@@ -10,7 +10,10 @@ themselves (``lua/_helpers.lua``), checked by tests/integration/test_lua.py.
 
 from __future__ import annotations
 
+import functools
+import string
 import zlib
+from binascii import crc_hqx
 from dataclasses import asdict, dataclass, replace
 
 from scrapy.settings import BaseSettings
@@ -71,6 +74,44 @@ def proxy_tier_bans(domain: str, pool: str) -> str:
 
 def seeds_key(settings: BaseSettings, spider: str) -> str:
     return str(settings.get("REDIS_START_URLS_KEY", "%(name)s:start_urls")) % {"name": spider}
+
+
+SLOTS = 16384  # Redis Cluster's hash slots: CRC16 (XMODEM) of the key's hash tag, its low 14 bits
+_SUFFIX = 3  # characters appended to a placed tag
+
+
+@functools.cache
+def _suffix_table() -> dict[int, str]:
+    """Low 14 bits of CRC16 (from 0) -> the first 3-letter suffix (A-Za-z0-9) with them: all 16384 are met."""
+    table: dict[int, str] = {}
+    letters = [c.encode() for c in string.ascii_letters + string.digits]
+    for a in letters:
+        after_a = crc_hqx(a, 0)
+        for b in letters:
+            after_b = crc_hqx(b, after_a)
+            for c in letters:
+                v = crc_hqx(c, after_b) & (SLOTS - 1)
+                if v not in table:
+                    table[v] = (a + b + c).decode()
+    return table
+
+
+@functools.cache
+def placed_tag(spider: str, p: int, partitions: int) -> str:
+    """Partition ``p``'s hash tag (without braces), ``<spider>:<p>:<3 letters>``, chosen so that its slot is
+    the middle of the p-th of ``partitions`` equal shares of the slots: a cluster whose masters hold equal
+    ranges of slots (as ``redis-cli --cluster create`` makes them) gets the same number of partitions on
+    each master, give or take one. CRC16 is affine: crc(prefix + s) = crc(s) ^ crc(crc(prefix), zeros), so
+    one table of suffixes serves every prefix."""
+    prefix = f"{spider}:{p}:".encode()
+    target = (2 * p + 1) * SLOTS // (2 * partitions)
+    shift = crc_hqx(b"\0" * _SUFFIX, crc_hqx(prefix, 0)) & (SLOTS - 1)
+    return f"{spider}:{p}:{_suffix_table()[target ^ shift]}"
+
+
+def slot_of_tag(tag: str) -> int:
+    """The Redis Cluster slot of the keys whose hash tag is ``tag`` (without braces)."""
+    return crc_hqx(tag.encode(), 0) & (SLOTS - 1)
 
 
 def partition_of(domain: str, partitions: int) -> int:
@@ -169,6 +210,9 @@ class Keys:
     seeded: str  # JSON {worker, at, urls}: the spider's start_urls were pushed to its seeds for this crawl (once)
     partitions: int = 1
     tagged: bool = False
+    # the partitions' tags are placed (placed_tag: even over a cluster's masters); False: {<spider>:<p>}, the
+    # tags of a frontier laid out before crawlhub placed them (its record at ``layout`` says "tagged")
+    placed: bool = False
     queue_key: str = ""  # SCHEDULER_QUEUE_KEY, expanded (untagged partition's queue prefix)
     dupefilter_key: str = ""  # SCHEDULER_DUPEFILTER_KEY, expanded
 
@@ -204,12 +248,25 @@ class Keys:
             seeded=f"{spider}:seeded",
             partitions=count,
             tagged=count > 1 or cluster,
+            placed=count > 1,
             queue_key=str(settings.get("SCHEDULER_QUEUE_KEY", "%(spider)s:requests")) % {"spider": spider},
             dupefilter_key=dupefilter,
         )
 
-    def with_partitions(self, partitions: int, cluster: bool = False) -> Keys:
-        return replace(self, partitions=partitions, tagged=partitions > 1 or cluster)
+    def with_partitions(self, partitions: int, cluster: bool = False, placed: bool | None = None) -> Keys:
+        return replace(self, partitions=partitions, tagged=partitions > 1 or cluster,
+                       placed=partitions > 1 if placed is None else placed and partitions > 1)
+
+    @property
+    def layout_record(self) -> str:
+        """What ``layout`` holds for this layout: ``<partitions>``, then ``:placed`` or ``:tagged``."""
+        return f"{self.partitions}{':placed' if self.placed else ':tagged' if self.tagged else ''}"
+
+    def tag(self, p: int) -> str:
+        """Partition ``p``'s hash tag, braces included ("" untagged)."""
+        if not self.tagged:
+            return ""
+        return "{" + (placed_tag(self.spider, p, self.partitions) if self.placed else f"{self.spider}:{p}") + "}"
 
     def part(self, p: int) -> PartKeys:
         """Partition ``p``'s keys."""
@@ -223,7 +280,7 @@ class Keys:
                 leases=f"{s}:leases", lease_seq=f"{s}:lease_seq", delayed=f"{s}:delayed", dlq=f"{s}:dlq",
                 revisits=f"{s}:revisits", domain=DOMAIN, known=DOMAINS, paused=self.paused, budget=self.budget,
                 budget_used=self.budget_used, limits=LIMITS, epoch=self.epoch)
-        t = f"{{{s}:{p}}}"
+        t = self.tag(p)
         return PartKeys(
             tag=t, queue=f"{t}:requests", schedule=f"{t}:domains", queued=f"{t}:queued", dupefilter=f"{t}:dupefilter",
             seen=f"{t}:dupefilter:count", inflight=f"{t}:inflight", leases=f"{t}:leases", lease_seq=f"{t}:lease_seq",

@@ -183,12 +183,15 @@ class FrontierOps:
 
     def expired(self, limit: int = 100) -> list[ExpiredLease]:
         """Leases past their deadline, with their holder, when they were taken and their payload."""
-        out = self._expired(keys=[self.keys.inflight, self.keys.leases], args=[limit])
-        found = []
-        for i in range(0, len(out), 2):
-            worker, taken, payload = (out[i + 1].split(b"\t", 2) + [b"", b""])[:3] if out[i + 1] else (b"", b"0", b"")
-            found.append(ExpiredLease(text(out[i]), worker.decode(errors="replace"), float(taken or 0), payload))
-        return found
+        return expired_leases(self._expired(**self.expired_call(limit)))
+
+    def expired_call(self, limit: int) -> dict[str, Any]:
+        """The expired script's call (script, keys, args: for a pipeline over partitions)."""
+        return {"keys": [self.keys.inflight, self.keys.leases], "args": [limit]}
+
+    @property
+    def expired_script(self) -> Any:
+        return self._expired
 
     # -- what is there ------------------------------------------------------------------------------
     def queued(self) -> dict[str, int]:
@@ -205,6 +208,15 @@ class FrontierOps:
     def counts(self) -> dict[str, int]:
         """This partition's queued, delayed, in-flight, dead-letter and seen counts."""
         return partition_counts(self.server, [self.keys])
+
+
+def expired_leases(out: list[Any]) -> list[ExpiredLease]:
+    """The expired script's reply: lease id, then holder, taken at and payload (tab-separated)."""
+    found = []
+    for i in range(0, len(out), 2):
+        worker, taken, payload = (out[i + 1].split(b"\t", 2) + [b"", b""])[:3] if out[i + 1] else (b"", b"0", b"")
+        found.append(ExpiredLease(text(out[i]), worker.decode(errors="replace"), float(taken or 0), payload))
+    return found
 
 
 def per_partition(server: redis.Redis, parts: list[PartKeys]) -> list[dict[str, int]]:

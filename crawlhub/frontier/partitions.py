@@ -17,13 +17,20 @@ One round of a worker (:meth:`Partitions.tick`) with several partitions:
    downloads and acks to the lease's partition, and the lease spread over
    up to FRONTIER_PARTITIONS_PER_LEASE ready partitions, in random order
    so that workers do not crowd one partition;
-4. write back the hint: each partition leased from is next ready when its
-   tick says (or FRONTIER_PARTITION_RECHECK from now when it holds nothing);
-   a partition that received links is ready now.
+4. write back the hint (``lua/hint.lua``, one call): each partition leased
+   from is next ready when its tick says, or "empty" when it holds nothing
+   (asked again after FRONTIER_PARTITION_RECHECK, a safety net); a partition
+   that received links is ready now.
 
-A hint can be stale (another worker queued links into a partition a moment
-after this worker found it empty): the partition is then asked again within
-FRONTIER_PARTITION_RECHECK seconds. A hint delays work; it never loses it.
+The hints are kept exact, so that a worker with nothing to do reads one key
+(:meth:`Partitions.pending`, the lease round's first pipeline) whatever the
+number of partitions: an observation is written only if the hint is still the
+one the round read before its tick (compare-and-set on the score), and every
+write that adds work moves the hint (``mark``), so a round that found a
+partition empty cannot write "empty" over links another worker queued after
+its tick. What is left: a worker killed between its tick and its hint write
+(the links are queued, the mark is not): that partition is asked again within
+FRONTIER_PARTITION_RECHECK. A hint delays work; it never loses it.
 
 One partition on a plain Redis is the classic layout: one tick script call
 per round, pause and budget checked inside it, no hint.
@@ -37,7 +44,7 @@ import logging
 import math
 import random
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -48,14 +55,19 @@ from scrapy.settings import BaseSettings
 from crawlhub.connection import REDIS_ERRORS
 from crawlhub.frontier.dupefilter import Filter, make_filters
 from crawlhub.frontier.keys import Keys
-from crawlhub.frontier.operations import FrontierOps, partition_counts, queued_per_domain
+from crawlhub.frontier.operations import FrontierOps, expired_leases, partition_counts, queued_per_domain
 from crawlhub.frontier.records import DeadLetter, EnqueueOp, ExpiredLease, Finish, Tick, lease_domain, text
+from crawlhub.frontier.scripts import source
 from crawlhub.seeds import WrongSeedKey, count_seeds
 
 if TYPE_CHECKING:
     from crawlhub.frontier.politeness import Politeness
 
 logger = logging.getLogger(__name__)
+
+# A hint at or above EMPTY says its partition holds nothing queued or delayed (to be asked again at
+# score - EMPTY); below, it is when the partition may next have a request ready (lua/hint.lua).
+EMPTY = 1e10
 
 
 @dataclass
@@ -82,8 +94,10 @@ class RoundResult:
 
 
 def run_scripts(server: redis.Redis, calls: list[tuple[Any, list[str], list[Any]]],
-                wait: tuple[int, int, list[str]] | None = None) -> list[Any]:
+                wait: tuple[int, int, list[str]] | None = None, extra: Sequence[tuple[Any, ...]] = ()) -> list[Any]:
     """Run script calls (script, keys, args) in one pipeline; a cluster client sends each to its node.
+
+    ``extra``: plain commands sent in the same pipeline, after the calls (their replies are not returned).
 
     ``wait``: (replicas, timeout ms, anchor keys): after the calls, WAIT on the node of each anchor
     (on the connection that wrote, so it covers those writes) until that many replicas have them.
@@ -94,6 +108,8 @@ def run_scripts(server: redis.Redis, calls: list[tuple[Any, list[str], list[Any]
     for script, keys, args in calls:
         # EVALSHA by name: redis-py's cluster pipeline refuses its script helper, not the command
         pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)  # type: ignore[no-untyped-call]
+    for command in extra:
+        pipe.execute_command(*command)  # type: ignore[no-untyped-call]
     if wait:
         replicas, timeout_ms, anchors = wait
         if isinstance(server, RedisCluster):
@@ -138,6 +154,8 @@ class Partitions:
                                 filters[p] if filters else None, factor_max, recovery)
                     for p in range(keys.partitions)]
         self.limits: dict[str, Any] = {}  # run-time limits (tagged: read by the client, sent in each tick)
+        self._hint = server.register_script(source("hint"))
+        self._probe = server.register_script(source("probe"))
 
     @classmethod
     def from_settings(cls, server: redis.Redis, settings: BaseSettings, keys: Keys, politeness: Politeness) -> Partitions:
@@ -209,8 +227,9 @@ class Partitions:
             else:
                 rounds.setdefault(p, _Round()).ack.append(lease_id)
         status, reserved, counted, wait, epoch = "ok", 0, False, None, None
+        read: dict[int, float] = {}  # the hints this round read before its ticks (absent: none)
         if n > 0:
-            status, reserved, counted, ready, wait, epoch = self._prepare(n, budget)
+            status, reserved, counted, ready, wait, epoch, read = self._prepare(n, budget)
             chosen = ready[:self.per_lease]
             share = math.ceil(reserved / len(chosen)) if chosen else 0
             left = reserved
@@ -226,12 +245,20 @@ class Partitions:
         wait_for = None
         if self.replica_wait and linked:
             wait_for = (self.replica_wait, self.replica_wait_ms, [self.ops[p].keys.anchor for p in sorted(linked)])
-        replies = run_scripts(self.server, calls, wait_for) if calls else []
-        merged = Tick([], None, budget_exhausted=status == "budget", paused=status == "paused", epoch=epoch)
-        result = RoundResult(merged, deferred_ack=deferred)
-        hints: dict[str, float] = {}
-        added_to: list[str] = []
+        # the partitions that get links are marked first, in the same pipeline (and again after: _after): a round
+        # that reads their hint before these links land and finds them empty cannot hide the links, even if
+        # this worker dies before its second write
         now = time.time()
+        marks: list[tuple[int, float | None, float, str]] = [(p, None, now, "mark") for p in order if rounds[p].enq]
+        pre = [(self._hint, [self.keys.ready], self._hint_args(marks))] if marks else []
+        due = [p for p in read if read[p] >= EMPTY][:self.per_lease]
+        probes: list[tuple[Any, list[str], list[Any]]] = [(self._probe, [self.ops[p].keys.schedule, self.ops[p].keys.delayed], []) for p in due]
+        replies = run_scripts(self.server, pre + calls + probes, wait_for)[len(pre):] if calls or probes else []
+        replies, probed = replies[:len(calls)], replies[len(calls):]
+        merged = Tick([], None, budget_exhausted=status == "budget", paused=status == "paused", epoch=epoch)
+        merged.waiting = True if wait is not None else None  # a hint says work is queued or delayed, not ready
+        result = RoundResult(merged, deferred_ack=deferred)
+        hints: list[tuple[int, float | None, float, str]] = []  # (partition, the hint read, the new one, mode)
         for p, reply in zip(order, replies, strict=True):
             r = rounds[p]
             if isinstance(reply, BaseException):
@@ -248,16 +275,20 @@ class Partitions:
             if got.wait is not None:
                 merged.wait = got.wait if merged.wait is None else min(merged.wait, got.wait)
                 merged.waiting = True  # seen in a partition it asked (else: it cannot tell)
-            if r.n:
-                hints[str(p)] = now + (got.wait if got.wait is not None else self.recheck)
+            if r.n:  # what the tick saw: ready then, or empty (asked again after a jittered recheck)
+                seen = now + got.wait if got.wait is not None else self._empty_hint(now)
+                hints.append((p, read.get(p), seen, "add" if got.added else "set"))
             elif got.added:
-                added_to.append(str(p))
+                hints.append((p, None, now, "mark"))
+        for p, reply in zip(due, probed, strict=True):
+            if not isinstance(reply, BaseException):
+                hints.append((p, read[p], now if int(reply) else self._empty_hint(now), "set"))
         if merged.wait is None and wait is not None:
             merged.wait = wait
         if calls and result.failed == len(calls):
             raise result.error if isinstance(result.error, REDIS_ERRORS) else redis.ConnectionError(str(result.error))
         # (the reservation counted in budget_used, less what was taken, is given back)
-        self._after(hints, added_to, reserved - len(merged.taken) if counted else 0, now)
+        self._after(hints, reserved - len(merged.taken) if counted else 0)
         return result
 
     def unknown(self, enqueues: Iterable[EnqueueOp]) -> list[EnqueueOp]:
@@ -277,23 +308,28 @@ class Partitions:
         found = {i for (i, _), present in zip(checks, pipe.execute(), strict=True) if present}
         return [op for i, op in enumerate(ops) if i not in found] if found else ops
 
-    def _prepare(self, n: int, budget: int) -> tuple[str, int, bool, list[int], float | None, str]:
+    def _prepare(self, n: int, budget: int) -> tuple[str, int, bool, list[int], float | None, str, dict[int, float]]:
         """Pause, budget, the ready partitions and the frontier's epoch: (status, requests to lease, whether they
-        were counted in budget_used (only under a budget), partitions, wait if none is ready, epoch ("" = gone))."""
+        were counted in budget_used (only under a budget), partitions, wait if none is ready, epoch ("" = gone),
+        the hints read: partition -> score). One pipeline, whatever the number of partitions."""
         k = self.keys
+        now = time.time()
         pipe = self.server.pipeline(transaction=False)
         pipe.get(k.epoch)
         pipe.exists(k.paused)
         pipe.get(k.budget)
         pipe.get(k.budget_used)
-        pipe.zrangebyscore(k.ready, "-inf", time.time(), start=0, num=max(64, self.per_lease * 4))
+        pipe.zrangebyscore(k.ready, "-inf", now, start=0, num=max(64, self.per_lease * 4), withscores=True)
+        # partitions found empty whose recheck is due (the safety net): probed with this round, not leased from
+        pipe.zrangebyscore(k.ready, EMPTY, EMPTY + now, start=0, num=self.per_lease, withscores=True)
         pipe.zrange(k.ready, 0, 0, withscores=True)
         pipe.zcard(k.ready)
-        epoch_raw, paused, stored, used_before, ready_raw, first, hinted = pipe.execute()
+        epoch_raw, paused, stored, used_before, ready_raw, due_raw, first, hinted = pipe.execute()
         epoch = text(epoch_raw) if epoch_raw is not None else ""
         if paused:
-            return "paused", 0, False, [], None, epoch
-        ready = [int(text(p)) for p in ready_raw if text(p).isdigit() and int(text(p)) < self.count]
+            return "paused", 0, False, [], None, epoch, {}
+        read = {int(text(m)): float(v) for m, v in [*ready_raw, *due_raw] if text(m).isdigit() and int(text(m)) < self.count}
+        ready = [p for p in read if read[p] < EMPTY]
         random.shuffle(ready)  # workers spread over the ready partitions instead of crowding one
         if int(hinted) < self.count:
             # a new frontier, or a hint lost in a failover: partitions never hinted are asked too, after the others
@@ -302,37 +338,46 @@ class Partitions:
             unknown = [p for p in range(self.count) if p not in known]
             random.shuffle(unknown)
             ready += unknown
-        wait = max(0.0, float(first[0][1]) - time.time()) if first else None
+        # no partition is ready: the first hint says when one may be (an empty partition's recheck is not work)
+        wait = max(0.0, float(first[0][1]) - now) if first and float(first[0][1]) < EMPTY else None
         limit = int(stored) if stored is not None else budget
         if limit <= 0:  # no budget: nothing is counted (a budget set later counts from then on)
-            return "ok", n if ready else 0, False, ready, wait, epoch
+            return "ok", n if ready else 0, False, ready, wait, epoch, read
         if not ready:  # a budget used up is said even with nothing ready, as one partition's tick does
-            return ("budget" if int(used_before or 0) >= limit else "ok"), 0, False, ready, wait, epoch
+            return ("budget" if int(used_before or 0) >= limit else "ok"), 0, False, ready, wait, epoch, read
         used = int(self.server.incrby(k.budget_used, n))
         allowed = max(0, min(n, limit - (used - n)))
         if allowed < n:
             self.server.decrby(k.budget_used, n - allowed)
-        return ("ok" if allowed else "budget"), allowed, True, ready, wait, epoch
+        return ("ok" if allowed else "budget"), allowed, True, ready, wait, epoch, read
 
-    def _after(self, hints: dict[str, float], added_to: list[str], unused: int, now: float) -> None:
-        if not (hints or added_to or unused > 0):
+    def _after(self, hints: list[tuple[int, float | None, float, str]], unused: int) -> None:
+        if not (hints or unused > 0):
             return
-        pipe = self.server.pipeline(transaction=False)
-        if hints:
-            pipe.zadd(self.keys.ready, hints)
-        if added_to:
-            pipe.zadd(self.keys.ready, dict.fromkeys(added_to, now), lt=True)  # LT adds a missing member too
-        if unused > 0:
-            pipe.decrby(self.keys.budget_used, unused)
-        # a hint lost: stale for at most FRONTIER_PARTITION_RECHECK; the budget: counted a little high
+        calls = [(self._hint, [self.keys.ready], self._hint_args(hints))] if hints else []
+        # a hint lost: its partition asked again within FRONTIER_PARTITION_RECHECK; the budget: counted a little high
         with contextlib.suppress(*REDIS_ERRORS):
-            pipe.execute()
+            run_scripts(self.server, calls, extra=[("DECRBY", self.keys.budget_used, unused)] if unused > 0 else [])
+
+    def _empty_hint(self, now: float) -> float:
+        """The hint of a partition found empty: asked again after FRONTIER_PARTITION_RECHECK, jittered so that the
+        partitions' rechecks spread out."""
+        return EMPTY + now + self.recheck * random.uniform(0.5, 1.5)
+
+    @staticmethod
+    def _hint_args(hints: list[tuple[int, float | None, float, str]]) -> list[str]:
+        """lua/hint.lua's ARGV: (partition, the hint read (None: none), the new one, mode) each."""
+        args: list[str] = []
+        for p, expected, score, mode in hints:
+            args += [str(p), "" if expected is None else repr(expected), repr(score), mode]
+        return args
 
     def mark_ready(self, domain: str, at: float | None = None) -> None:
         """A request was queued without a tick (a requeued dead letter, the refresher, a retry due ``at``):
-        its partition has work then, or earlier (ZADD LT: an earlier hint stays; a missing one is added)."""
+        its partition has work then, or earlier (an earlier hint stays, moved a hair so that a round that
+        read it cannot write "empty" over this work; a missing one is added)."""
         if not self.single:
-            self.server.zadd(self.keys.ready, {str(self.keys.partition_of(domain)): at or time.time()}, lt=True)
+            self._hint(keys=[self.keys.ready], args=[str(self.keys.partition_of(domain)), "", repr(at or time.time()), "mark"])
 
     # -- operations routed to one partition ----------------------------------------------------------
     def finish(self, done: Finish) -> float:
@@ -384,25 +429,29 @@ class Partitions:
             raise error
         return lost
 
-    def expired(self, limit: int = 100) -> list[ExpiredLease]:
+    def expired(self, limit: int = 100, share: float = 1.0, turn: int = 0) -> list[ExpiredLease]:
+        """Expired leases, at most ``limit``, in a ``share`` of the partitions: the ``turn``-th window of them (the
+        reclaim looks at every partition once per LEASE_TTL, not at each of them every few seconds). One
+        pipeline (a cluster client sends each node its partitions' calls); a node down is looked at when it is back."""
+        count = max(1, min(self.count, math.ceil(self.count * share)))
+        chosen = [self.ops[(turn * count + i) % self.count] for i in range(count)]
+        calls = [(ops.expired_script, call["keys"], call["args"]) for ops in chosen for call in [ops.expired_call(limit)]]
         found: list[ExpiredLease] = []
-        for ops in self.ops:
-            try:
-                found += ops.expired(max(1, limit - len(found)))
-            except REDIS_ERRORS:  # that partition's node is down: reclaimed when it is back
-                continue
-            if len(found) >= limit:
-                break
-        return found
+        for reply in run_scripts(self.server, calls):
+            if not isinstance(reply, BaseException):
+                found += expired_leases(reply)
+        return found[:limit]
 
     # -- what is there (reads over every partition) -------------------------------------------------------
     def pending(self) -> bool:
-        """Anything queued or waiting to retry in any partition (two ZCARDs per partition, one pipeline)."""
-        pipe = self.server.pipeline(transaction=False)
-        for ops in self.ops:
-            pipe.zcard(ops.keys.schedule)
-            pipe.zcard(ops.keys.delayed)
-        return any(pipe.execute())
+        """Anything queued or waiting to retry: in one partition two ZCARDs; partitioned, one command on the
+        hints, whatever the number of partitions: a partition hinted as having work. (Every write that adds
+        work marks its partition. A partition found empty whose recheck is due, or one whose hint was lost,
+        is asked by a round that runs anyway, the engine's 5-second heartbeat at the least: never a reason
+        to wake.)"""
+        if self.single:
+            return self.ops[0].pending()
+        return bool(self.server.zcount(self.keys.ready, "-inf", f"({EMPTY}"))
 
     def queued(self) -> dict[str, int]:
         return queued_per_domain(self.server, self.keys)
@@ -421,17 +470,19 @@ class LayoutMismatch(RuntimeError):
 
 
 def describe(keys: Keys) -> str:
-    return f"{keys.partitions} partition{'s' if keys.partitions != 1 else ''}{' (hash-tagged)' if keys.tagged else ''}"
+    kind = " (hash-tagged, placed)" if keys.placed else " (hash-tagged)" if keys.tagged else ""
+    return f"{keys.partitions} partition{'s' if keys.partitions != 1 else ''}{kind}"
 
 
-def claim_layout(server: redis.Redis, keys: Keys) -> None:
-    """Record the frontier's layout at ``<spider>:partitions`` (its first worker), or check it.
+def claim_layout(server: redis.Redis, keys: Keys) -> Keys:
+    """Record the frontier's layout at ``<spider>:partitions`` (its first worker), or check it; the keys to use.
 
     A frontier's layout is fixed for its life: a domain's partition is a hash modulo the count, so
     another count would look for queued requests, leases and filter entries where they are not.
-    Raises :class:`LayoutMismatch` naming both.
+    Raises :class:`LayoutMismatch` naming both. A frontier laid out before its partitions' tags were
+    placed (recorded "tagged") keeps its tags: the keys returned are its.
     """
-    wanted = f"{keys.partitions}{':tagged' if keys.tagged else ''}"
+    wanted = keys.layout_record
     if server.set(keys.layout, wanted, nx=True):
         classic = keys.with_partitions(1)
         if keys.tagged and any(server.exists(k) for k in (classic.part(0).schedule, classic.part(0).inflight,
@@ -441,22 +492,27 @@ def claim_layout(server: redis.Redis, keys: Keys) -> None:
                 f"{keys.spider} has a crawl in progress in the classic layout (one partition, untagged); this worker "
                 f"wants {describe(keys)}: finish it or `crawlhub reset {keys.spider}` first (docs/deploy.md: moving "
                 "to a Redis Cluster)")
-        return
+        if keys.tagged:  # a new frontier holds nothing: each partition's hint says so (NX: a mark already there stays)
+            server.zadd(keys.ready, {str(p): EMPTY + time.time() + random.uniform(0, 60) for p in range(keys.partitions)},
+                        nx=True)
+        return keys
     stored = text(server.get(keys.layout) or b"")
-    if stored and stored != wanted:
-        count, _, tag = stored.partition(":")
-        other = keys.with_partitions(int(count), cluster=bool(tag)) if count.isdigit() else keys
+    recorded = layout_of(server, keys, stored)
+    if stored and (recorded.partitions, recorded.tagged) != (keys.partitions, keys.tagged):
         raise LayoutMismatch(
-            f"the frontier of {keys.spider} has {describe(other)}, this worker {describe(keys)}: give every worker of "
+            f"the frontier of {keys.spider} has {describe(recorded)}, this worker {describe(keys)}: give every worker of "
             "a spider the same FRONTIER_PARTITIONS and the same Redis (or `crawlhub reset` the spider to start over)")
+    return recorded if stored else keys
 
 
-def layout_of(server: redis.Redis, keys: Keys) -> Keys:
-    """``keys`` with the partition count the frontier recorded (the CLI reads a crawl another process set up)."""
-    stored = text(server.get(keys.layout) or b"")
+def layout_of(server: redis.Redis, keys: Keys, stored: str | None = None) -> Keys:
+    """``keys`` with the layout the frontier recorded (``stored``: the record, read if not given): the CLI reads
+    a crawl another process set up."""
+    if stored is None:
+        stored = text(server.get(keys.layout) or b"")
     count, _, tag = stored.partition(":")
     if count.isdigit() and int(count) >= 1:
-        return keys.with_partitions(int(count), cluster=bool(tag))
+        return keys.with_partitions(int(count), cluster=bool(tag), placed=tag == "placed")
     return keys
 
 

@@ -72,7 +72,7 @@ class RedisScheduler(BaseScheduler):
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RedisScheduler:
-        server = connect_redis(crawler.settings)
+        server = connect_redis(crawler.settings, crawler.stats)
         return cls(crawler, FrontierClient(server, crawler.settings, crawler.stats, worker_id(), crawler.signals))
 
     @property

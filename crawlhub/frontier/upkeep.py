@@ -155,10 +155,11 @@ class Upkeep:
                                    len(lost))
             if now - self._last_count >= 2.0:
                 self._last_count = now
-                frontier.live_workers = live_workers(frontier.server, frontier.keys.workers, self.dead_after)
+                frontier.live_workers, frontier.leases_elsewhere = live_workers(
+                    frontier.server, frontier.keys.workers, self.dead_after, frontier.worker)
             if now - self._last_reclaim >= self.reclaim_interval:
                 self._last_reclaim = now
-                reclaim(frontier)
+                reclaim(frontier, self.reclaim_interval)
         except REDIS_ERRORS as exc:
             frontier.redis_down = True
             logger.warning("Lease maintenance skipped: Redis unavailable (%s)", exc)
@@ -175,33 +176,46 @@ def redis_uptime(server: redis.Redis) -> int:
     return min(ups) if ups else 0
 
 
-def live_workers(server: redis.Redis, key: str, dead_after: float) -> int:
-    """Live workers of the spider (heartbeats in hash ``key``), so that a domain's slots are shared among them."""
+def live_workers(server: redis.Redis, key: str, dead_after: float, me: str = "") -> tuple[int, int]:
+    """Live workers of the spider (heartbeats in hash ``key``), so that a domain's slots are shared among them,
+    and the leases the live ones other than ``me`` held at their last heartbeat."""
     now = time.time()
-    alive = 0
+    alive = held = 0
     for raw in server.hvals(key):
         try:
             record = json.loads(raw)
         except ValueError:
             continue
-        alive += record.get("state") == "running" and now - record.get("last_beat", 0) <= dead_after
-    return max(1, alive)
+        if record.get("state") == "running" and now - record.get("last_beat", 0) <= dead_after:
+            alive += 1
+            held += int(record.get("leases") or 0) if record.get("worker") != me else 0
+    return max(1, alive), held
 
 
-def reclaim(frontier: FrontierClient) -> int:
+def reclaim(frontier: FrontierClient, interval: float = 0.0) -> int:
     """Put expired leases (their worker died) back in the queue, counting an attempt.
 
-    Not while Redis has been up, or reachable from this worker, for less than LEASE_TTL:
-    after an outage every live worker's leases look expired until it has renewed them.
+    One worker of the cluster per ``interval`` (LEASE_RECLAIM_INTERVAL) looks: the one that takes
+    ``<spider>:reclaim_lock``, which it keeps for the interval, so the scan costs Redis the same with
+    1 or 100 workers (the others send one SET NX); and it looks at the next interval / LEASE_TTL of
+    the partitions, so that each is looked at once per LEASE_TTL (an expired lease is back in its
+    queue within about two LEASE_TTLs of its worker's death). Not while Redis has
+    been up, or reachable from this worker, for less than LEASE_TTL: after an outage every live
+    worker's leases look expired until it has renewed them.
     """
     server, keys, ttl = frontier.server, frontier.keys, frontier.lease_ttl
-    if time.monotonic() - frontier.redis_back_at < ttl or redis_uptime(server) < ttl:
+    if time.monotonic() - frontier.redis_back_at < ttl:
         return 0
-    if not server.set(keys.reclaim_lock, frontier.worker, nx=True, px=int(ttl * 1000)):
+    hold = max(interval, 0.1)
+    if not server.set(keys.reclaim_lock, frontier.worker, nx=True, px=int(hold * 1000)):
+        return 0
+    if redis_uptime(server) < ttl:
         return 0
     reclaimed = 0
     try:
-        for expired in frontier.ops.expired():
+        # by the timer, a share of the partitions each time, in turn: each once per LEASE_TTL
+        share, turn = (interval / ttl, int(time.time() / interval)) if interval else (1.0, 0)
+        for expired in frontier.ops.expired(share=share, turn=turn):
             if expired.lease_id in frontier.leases:  # ours, and alive: renew missed, keep it
                 continue
             fate = frontier.policy.after_expiry(expired, frontier.spider_name)
@@ -214,7 +228,8 @@ def reclaim(frontier: FrontierClient) -> int:
             else:
                 frontier.ops.dead_letter(expired.lease_id, fate)
     finally:
-        server.delete(keys.reclaim_lock)
+        if not interval:  # (a reclaim asked for once, not by the timer: the next may look at once)
+            server.delete(keys.reclaim_lock)
     if reclaimed:
         frontier.stats.inc_value("leases/reclaimed", reclaimed)
         frontier.count("reclaimed", reclaimed)

@@ -47,6 +47,17 @@ class FrontierView(Protocol):
     def epoch_id(self) -> str:
         """The id of the frontier epoch this worker knows (a crawl cycle: crawlhub/frontier/epoch.py)."""
 
+    # leases live workers held at their last heartbeat, other than this one's (read with the live workers, every
+    # 2 s by the upkeep): a sign that work may come back without reading every partition
+    leases_elsewhere: int
+
+    @property
+    def leases_held(self) -> int:
+        """Leases this worker holds now (its heartbeat says so to the others)."""
+
+    def pending(self) -> bool:
+        """Anything queued or waiting to retry in the cluster (one key when partitioned: the hints)."""
+
     def counts(self) -> dict[str, int]: ...
 
     def count(self, field: str, n: int = 1) -> None:

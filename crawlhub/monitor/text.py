@@ -73,7 +73,8 @@ def format_status(data: dict[str, Any]) -> list[str]:
     lines.append(f"workers: {data['workers_alive']} alive, {data['workers_dead']} dead")
     now = data["time"]
     for w in data["workers"]:
-        lines.append(f"  {w['worker']:28} {w['state']:9} pages={w['pages']:<6} items={w['items']:<6} "
+        redis_rate = f"redis={w['redis_per_s']:g}/s " if "redis_per_s" in w else ""
+        lines.append(f"  {w['worker']:28} {w['state']:9} pages={w['pages']:<6} items={w['items']:<6} {redis_rate}"
                      f"beat {now - w['last_beat']:.0f}s ago{'  (' + w['reason'] + ')' if w.get('reason') else ''}")
     if data["proxies"]:
         lines.append("proxies:")

@@ -177,7 +177,7 @@ def test_two_workers_crawl_several_sites_through_partitions_on_a_plain_redis(env
         assert set(fetched) == set(shop.pages) and max(fetched.values()) == 1, fetched
     ids = Counter(d["id"] for d in mongo_db.products.find({}, {"id": 1}))
     assert len(ids) == 3 * 80 and max(ids.values()) == 1
-    assert redis_client.get("scrapeme:partitions") == b"4:tagged"
+    assert redis_client.get("scrapeme:partitions") == b"4:placed"  # (#30: "4:tagged" before the tags were placed)
     assert not redis_client.exists("scrapeme:requests", "scrapeme:inflight", "scrapeme:domains")
     assert any(k.startswith(b"{scrapeme:") for k in redis_client.keys("*"))
 
@@ -191,3 +191,74 @@ def test_a_round_reads_the_filter_first_and_sends_only_links_it_does_not_hold(re
     assert kept == [new, forced], "a link the filter holds stays in the worker; a forced request always goes"
     result = parts.tick([seen_before, new, forced])
     assert result.tick.added == 2 and parts.counts()["queued"] == 3 and parts.counts()["seen"] == 2
+
+
+# -- the hints (#30): an idle worker reads one key, and a hint never hides work -------------------------------
+def test_the_hint_script_sets_only_over_what_it_read_and_a_mark_always_moves_it(redis_client):
+    parts = partitioned(redis_client, partitions=3)
+    ready = parts.keys.ready
+    redis_client.delete(ready)
+
+    def hint(*entries):
+        return parts._hint(keys=[ready], args=parts._hint_args(list(entries)))
+
+    assert hint((0, None, 100.0, "set")) == 1, "absent and expected absent: written"
+    assert hint((0, None, 50.0, "set")) == 0, "expected absent but there: kept"
+    assert hint((0, 99.0, 50.0, "set")) == 0 and redis_client.zscore(ready, "0") == 100.0, "another score read: kept"
+    assert hint((0, 100.0, 1e10 + 5, "set")) == 1, "the score it read: written (empty)"
+    assert hint((0, None, 200.0, "mark")) == 1 and redis_client.zscore(ready, "0") == 200.0, "a mark lowers an empty hint"
+    assert hint((0, None, 300.0, "mark")) == 1
+    moved = redis_client.zscore(ready, "0")
+    assert moved < 200.0, "a mark over an earlier hint moves it (a hair earlier), so a set that read 200 is refused"
+    assert hint((0, 200.0, 1e10 + 5, "set")) == 0 and redis_client.zscore(ready, "0") == moved
+    assert hint((0, 200.0, 150.0, "add")) == 1 and redis_client.zscore(ready, "0") == 150.0, "add lowers when it moved"
+    assert hint((0, 1.0, 1e10 + 9, "add")) == 0, "...and never raises"
+
+
+def test_an_empty_partition_is_not_pending_and_every_write_that_adds_work_makes_it_so(redis_client):
+    parts = partitioned(redis_client, partitions=6)
+    assert not parts.pending(), "a new frontier: every partition hinted empty"
+    assert redis_client.zcard(parts.keys.ready) == 6
+    parts.tick([op("a", DOMAINS[0])])
+    assert parts.pending(), "links queued: their partition is hinted"
+    taken = []
+    for _ in range(5):
+        taken += parts.tick(n=4, worker="w").tick.taken
+        if taken and not parts.pending():
+            break
+    assert len(taken) == 1 and not parts.pending(), "all leased: the partition's hint says empty again"
+    assert parts.delay(taken[0].lease_id, b'{"url": "http://site0.test/a"}', 30)
+    assert parts.pending(), "a retry due in 30 s is work (hinted for then)"
+    wait = parts.tick(n=4, worker="w")
+    assert not wait.tick.taken and wait.tick.waiting and 25 < (wait.tick.wait or 0) <= 30
+
+
+@pytest.mark.parametrize("when", ["between its read and its tick", "between its tick and its hint write"])
+def test_a_round_that_found_a_partition_empty_never_hides_links_another_worker_queued(redis_client, when):
+    """Worker A leases the only request of a partition and finds it empty; worker B queues a link there at
+    the worst moment. A's "empty" must not win: the link is pending and leased by the next round."""
+    a = partitioned(redis_client, partitions=4)
+    b = partitioned(redis_client, partitions=4)
+    domain = DOMAINS[0]
+    a.tick([op("first", domain)])
+    inject = "_prepare" if when == "between its read and its tick" else "_after"
+    original = getattr(a, inject)
+
+    def with_b_in_between(*args, **kwargs):
+        if inject == "_prepare":
+            out = original(*args, **kwargs)
+            b.tick([op("second", domain)])
+            return out
+        b.tick([op("second", domain)])
+        return original(*args, **kwargs)
+
+    setattr(a, inject, with_b_in_between)
+    got = a.tick(n=1, worker="a").tick.taken
+    setattr(a, inject, original)
+    assert len(got) == 1
+    assert a.pending(), f"B's link queued {when} is hinted as work"
+    more = []
+    for _ in range(3):
+        more += a.tick(n=4, worker="a").tick.taken
+    assert len(got) + len(more) == 2, "both requests leased: nothing hidden behind an 'empty' hint"
+    assert not a.pending()

@@ -4,6 +4,7 @@ several partitions). The sites' own access logs and MongoDB are the judges."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -41,8 +42,15 @@ def cluster_env(env, cluster):
 
 
 def start_shops(site, delay=0.05, **kwargs) -> list:
-    return [site(shop_pages(PAGES * PER_PAGE, PER_PAGE, first_id=1000 * (i + 1), **kwargs), delay=delay)
-            for i in range(SHOPS)]
+    """SHOPS shops on free ports whose domains (127.0.0.1:port) fall in two partitions at least: on random ports
+    all may share one (1 in 64), and a test of a partitioned crawl would then prove less."""
+    while True:
+        shops = [site(shop_pages(PAGES * PER_PAGE, PER_PAGE, first_id=1000 * (i + 1), **kwargs), delay=delay)
+                 for i in range(SHOPS)]
+        if len(partitions_used(shops)) >= 2:
+            return shops
+        for shop in shops:
+            shop.stop()
 
 
 def seed(client, shops) -> None:
@@ -94,7 +102,7 @@ def test_three_workers_on_a_three_master_cluster_fetch_each_page_once(cluster_en
     # every partition's keys carry its hash tag, and the crawl's keys spread over the masters
     keys = [k.decode() for k in client.scan_iter("*", count=1000)]
     tagged = [k for k in keys if k.startswith("{scrapeme:")]
-    assert tagged and all(k.startswith(tuple("{scrapeme:%d}:" % p for p in used)) for k in tagged), tagged[:5]  # noqa: UP031
+    assert tagged and all(k.startswith(tuple(LAYOUT.tag(p) + ":" for p in used)) for k in tagged), tagged[:5]
     records = worker_records(client, "scrapeme")
     assert len(records) == 3 and all(r["state"] == "finished" for r in records)
     assert sum(1 for r in records if r["pages"] > 0) >= 2, f"work was not shared: {records}"
@@ -234,3 +242,53 @@ def test_a_master_fails_over_to_its_replica_mid_crawl(env, site, mongo_db, tmp_p
         print(f"\nfailover (FRONTIER_REPLICA_WAIT={replica_wait}): replica {replica} took over from {master} in "
               f"{took_over:.1f}s; {fetched_before} fetches before the kill, {fetches} in all for {total} pages: "
               f"{sum(refetched.values()) - len(refetched)} re-fetches of {len(refetched)} pages; 0 items stored twice")
+
+
+def test_partitions_are_placed_evenly_on_a_cluster_made_by_redis_cli_and_balance_evens_a_resharded_one(
+        cluster_env, cluster):
+    """#30: 48 partitions on the 3 masters `redis-cli --cluster create` made: 16 each (the unplaced tags of
+    before gave 12/16/20). Moved out of balance by hand, `crawlhub partitions --balance --yes` evens them
+    again, the queued requests moved with their slots."""
+    from crawlhub.frontier.partitions import Partitions, claim_layout
+    from crawlhub.frontier.placement import holders, move_slot
+    from crawlhub.frontier.records import EnqueueOp
+
+    client = cluster.client()
+    keys = claim_layout(client, Keys.for_spider(Settings(), "scrapeme", partitions=48, cluster=True))
+    assert keys.placed
+    shown = cli(cluster_env, "partitions", "scrapeme", "--json")
+    assert shown.returncode == 0, shown.stderr
+    per_node = Counter(r["node"] for r in json.loads(shown.stdout)["rows"])
+    assert len(per_node) == 3 and max(per_node.values()) - min(per_node.values()) <= 1, per_node
+    before = sorted(len(ps) for ps in holders(client, keys.with_partitions(48, cluster=True, placed=False)).values())
+    assert max(before) - min(before) > 1, f"the tags of before #30 were uneven here ({before}): this test shows nothing"
+    # requests in every partition, then four partitions moved by hand from one master to another
+    parts = Partitions(client, keys, {"rate": 0})
+    ops = [EnqueueOp(hashlib.sha1(f"http://d{i}.test/".encode()).hexdigest(), json.dumps({"url": f"http://d{i}.test/"}).encode(),
+                     0, False, "", f"d{i}.test") for i in range(200)]
+    assert parts.tick(ops).tick.added == 200
+    held = holders(client, keys)
+    full, empty = sorted(held)[0], sorted(held)[1]
+    for p in held[full][:4]:
+        move_slot(client, int(json.loads(shown.stdout)["rows"][p]["slot"]), full, empty)
+    uneven = {n: len(ps) for n, ps in holders(client, keys).items()}
+    assert max(uneven.values()) - min(uneven.values()) >= 4, uneven
+    dry = cli(cluster_env, "partitions", "scrapeme", "--balance", "--json")
+    assert dry.returncode == 0, dry.stderr
+    plan = json.loads(dry.stdout)
+    assert plan["moves"] and not plan["moved"] and plan["per_node"] == uneven
+    assert {n: len(ps) for n, ps in holders(client, keys).items()} == uneven, "without --yes nothing moves"
+    done = cli(cluster_env, "partitions", "scrapeme", "--balance", "--yes")
+    assert done.returncode == 0 and "moved partition" in done.stdout, done.stdout + done.stderr
+    after = {n: len(ps) for n, ps in holders(cluster.client(), keys).items()}
+    assert max(after.values()) - min(after.values()) <= 1, after
+    again = cli(cluster_env, "partitions", "scrapeme", "--balance")
+    assert "balanced" in again.stdout, again.stdout
+    fresh = Partitions(cluster.client(), keys, {"rate": 0})
+    assert fresh.counts()["queued"] == 200, "the queued requests moved with their slots"
+    taken = []
+    for _ in range(40):
+        taken += fresh.tick(n=50, worker="w").tick.taken
+        if len(taken) == 200:
+            break
+    assert len(taken) == 200 and len({t.lease_id for t in taken}) == 200

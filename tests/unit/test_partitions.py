@@ -4,12 +4,13 @@ held across partitions, dead letters and reset over every partition."""
 
 from __future__ import annotations
 
+import math
 import zlib
 
 import pytest
 from scrapy.settings import Settings
 
-from crawlhub.frontier.keys import Keys, partition_of
+from crawlhub.frontier.keys import Keys, partition_of, slot_of_tag
 from tests.helpers import project_settings
 
 
@@ -21,10 +22,21 @@ def test_a_partition_is_one_hash_tag_and_a_domain_has_one_partition():
     keys = layout(8)
     assert keys.tagged and keys.partition_of("example.com") == zlib.crc32(b"example.com") % 8 == partition_of(
         "example.com", 8)
+    # a frontier laid out before #30 (recorded "tagged"): the tags it always had
+    unplaced = keys.with_partitions(8, placed=False)
+    for p in range(8):
+        part = unplaced.part(p)
+        names = [*part.names(), part.domain_state("a.test"), part.domain_active("a.test")]
+        assert all(n.startswith("{sp:%d}:" % p) for n in names), names  # noqa: UP031
+        assert part.paused is None and part.budget is None and part.limits is None
+    # placed (#30): one tag per partition all the same, {sp:<p>:<3 letters>}, in the middle of its share of the slots
+    assert keys.placed and keys.layout_record == "8:placed" and unplaced.layout_record == "8:tagged"
     for p in range(8):
         part = keys.part(p)
         names = [*part.names(), part.domain_state("a.test"), part.domain_active("a.test")]
-        assert all(n.startswith("{sp:%d}:" % p) for n in names), names  # noqa: UP031
+        assert part.tag.startswith("{sp:%d:" % p) and len(part.tag) == len("{sp:%d:abc}" % p), part.tag  # noqa: UP031
+        assert all(n.startswith(part.tag + ":") for n in names), names
+        assert slot_of_tag(part.tag[1:-1]) == (2 * p + 1) * 16384 // 16
         assert part.paused is None and part.budget is None and part.limits is None
     assert "{" not in keys.paused + keys.budget + keys.seeds + keys.ready + keys.stats
     classic = layout(1)
@@ -49,3 +61,27 @@ def test_the_worker_local_filter_drops_only_what_it_sent():
     for i in range(6, 14):
         recent.add(recent.key(bytes([i]) * 20))
     assert keys[0] not in recent, "bounded: old fingerprints go"
+
+
+def create_ranges(masters: int) -> list[tuple[int, int]]:
+    """The slot ranges ``redis-cli --cluster create`` gives ``masters`` masters (redis-cli.c:
+    clusterManagerCommandCreate: lround over a float share, the last master to 16383)."""
+    per, first, cursor, ranges = 16384 / masters, 0, 0.0, []
+    for i in range(masters):
+        last = 16383 if i == masters - 1 else max(first, int(math.floor(cursor + per - 1 + 0.5)))
+        ranges.append((first, last))
+        first, cursor = last + 1, cursor + per
+    return ranges
+
+
+@pytest.mark.parametrize("partitions", [2, 3, 8, 16, 24, 48, 64, 100, 256])
+def test_placed_partitions_spread_evenly_over_masters_with_equal_slot_ranges(partitions):
+    keys = layout(partitions, "a-spider.with_a-long.name")
+    slots = [slot_of_tag(keys.tag(p)[1:-1]) for p in range(partitions)]
+    assert len(set(slots)) == partitions
+    for masters in range(1, 13):
+        counts = [sum(a <= s <= b for s in slots) for a, b in create_ranges(masters)]
+        assert sum(counts) == partitions and max(counts) - min(counts) <= 1, (masters, counts)
+    # the tags of the same spider are the same in every process (a pure function of spider, p and the count)
+    assert [keys.tag(p) for p in range(partitions)] == [layout(partitions, "a-spider.with_a-long.name").tag(p)
+                                                          for p in range(partitions)]
