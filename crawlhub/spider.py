@@ -94,6 +94,9 @@ class CrawlhubSpider(SitemapMixin, Spider):
         self._configured = False
         self._idle_since: float | None = None
         self._last_idle_check: float | None = None
+        # this idle period's full count of the frontier found nothing: the later checks of the period read the
+        # cheap signs only (any work since shows in them: seeds, hints, the live workers' leases)
+        self._counted_empty = False
         crawler.signals.connect(self._configure, signal=signals.spider_opened)
         crawler.signals.connect(self._on_idle, signal=signals.spider_idle)
 
@@ -249,6 +252,8 @@ class CrawlhubSpider(SitemapMixin, Spider):
             except Exception as exc:  # noqa: BLE001 - Redis down: not idle, just waiting
                 self.logger.warning("Cannot read the frontier (%s); waiting", exc)
                 busy = True
+        if busy:
+            self._counted_empty = False
         if busy or self._idle_since is None:
             self._idle_since = now
             raise DontCloseSpider
@@ -257,15 +262,20 @@ class CrawlhubSpider(SitemapMixin, Spider):
             return
         raise DontCloseSpider
 
-    @staticmethod
-    def _frontier_busy(frontier: FrontierView) -> bool:
+    def _frontier_busy(self, frontier: FrontierView) -> bool:
         """Whether the cluster has work left: the cheap signs first (work hinted as queued or delayed, leases
-        live workers said they hold at their last heartbeat), the count over every partition only when
-        they say none, so that a waiting worker does not read every partition at each idle check."""
+        live workers said they hold at their last heartbeat), then, once per idle period, the count over every
+        partition (what the signs cannot show: a dead worker's leases not yet reclaimed, links of a worker
+        killed before it marked their partition), so that a waiting worker does not read every partition at
+        idle check (the engine asks at each heartbeat and wake-up; a count is 5 commands per partition)."""
         if frontier.pending() or frontier.leases_elsewhere:
             return True
+        if self._counted_empty:
+            return False
         counts = frontier.counts()
-        return bool(counts["seeds"] or counts["queued"] or counts["delayed"] or counts["inflight"])
+        busy = bool(counts["seeds"] or counts["queued"] or counts["delayed"] or counts["inflight"])
+        self._counted_empty = not busy
+        return busy
 
     # -- following -----------------------------------------------------------
     def seed_host(self, response: Response) -> str | None:

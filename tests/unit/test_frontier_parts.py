@@ -190,3 +190,25 @@ def test_a_download_cancelled_for_its_size_says_which_limit():
     said = DownloadCancelledError("Expected to receive 9000 bytes which is larger than download max size (1024)")
     assert download_failure_text(said, plain, 1024) == f"DownloadCancelledError: {said}", "Scrapy's own words kept"
     assert download_failure_text(ValueError("x"), plain, 1024) == "ValueError: x"
+
+
+def test_a_counted_connection_counts_every_command_it_packs_into_the_crawlers_stats():
+    """#30: `crawlhub status` shows each worker's Redis commands per second, counted by its clients' connection
+    class: one per command, in a pipeline as alone (here without a socket: a pipeline's packing, and
+    get_redis wiring the class into a client's pool with the settings' scheme kept)."""
+    from redis.connection import Connection, SSLConnection, UnixDomainSocketConnection
+    from scrapy.settings import Settings
+    from scrapy.statscollectors import MemoryStatsCollector
+    from scrapy.utils.test import get_crawler
+
+    from crawlhub.connection import REDIS_COMMANDS_STAT, counted, get_redis
+
+    stats = MemoryStatsCollector(get_crawler())
+    connection = counted(Connection, stats)()
+    connection.pack_commands([("GET", "a"), ("SET", "b", "c"), ("EVALSHA", "x", 0)])
+    assert stats.get_value(REDIS_COMMANDS_STAT) == 3
+    for url, base in [("redis://127.0.0.1:1/0", Connection), ("rediss://127.0.0.1:1/0", SSLConnection),
+                      ("unix:///tmp/none.sock", UnixDomainSocketConnection)]:
+        pool = get_redis(Settings({"REDIS_URL": url}), stats).connection_pool
+        assert issubclass(pool.connection_class, base) and pool.connection_class is not base, url
+        assert get_redis(Settings({"REDIS_URL": url})).connection_pool.connection_class is base, "no stats: no count"
