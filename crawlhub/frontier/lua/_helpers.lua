@@ -9,10 +9,22 @@
 -- (member = priority, score = -priority) and <prefix>:<d>:<priority> a list of
 -- request payloads, first in first out. ctx.counts counts per domain.
 local function domain_of(id) return string.match(id, '@(.+)$') end
+-- A batch (ctx.batch, tick.lua): the pushes and slot releases of one call, gathered per list and per
+-- domain and written by flush_batch in a few commands per domain instead of four per request (every
+-- redis.call costs a script more than its command). Valid while nothing pops or raises a schedule score:
+-- tick.lua flushes before its acks and leases. Without ctx.batch each call writes at once.
+local function new_batch() return {lists = {}, order = {}, counts = {}, sets = {}, released = {}} end
 -- free the concurrency slot of a lease; its domain may be asked again at once
 local function release(ctx, id)
   local d = domain_of(id)
-  if d and redis.call('ZREM', ctx.domain .. d .. ':active', ctx.spider .. '/' .. id) == 1 then
+  if not d then return 0 end
+  local b = ctx.batch
+  if b then
+    b.released[d] = b.released[d] or {}
+    table.insert(b.released[d], ctx.spider .. '/' .. id)
+    return 1
+  end
+  if redis.call('ZREM', ctx.domain .. d .. ':active', ctx.spider .. '/' .. id) == 1 then
     redis.call('ZADD', ctx.schedule, 'XX', 'LT', now_s, d)
     return 1
   end
@@ -22,6 +34,20 @@ end
 local function push(ctx, d, prio, payload, front)
   local q = ctx.prefix .. ':' .. d
   prio = tostring(math.floor(tonumber(prio) or 0))
+  local b = ctx.batch
+  if b then
+    local l = q .. ':' .. prio
+    local entry = b.lists[l]
+    if not entry then
+      entry = {tail = {}, head = {}}
+      b.lists[l] = entry
+      table.insert(b.order, l)
+      b.sets[q .. '\t' .. prio] = {q, prio, d}
+    end
+    table.insert(front and entry.head or entry.tail, payload)
+    b.counts[d] = (b.counts[d] or 0) + 1
+    return
+  end
   if front then redis.call('LPUSH', q .. ':' .. prio, payload) else redis.call('RPUSH', q .. ':' .. prio, payload) end
   redis.call('HINCRBY', ctx.counts, d, 1)
   -- the list's priority in the domain's priority set, the domain in the schedule (NX: a member there keeps
@@ -29,6 +55,36 @@ local function push(ctx, d, prio, payload, front)
   -- while a worker pushed) would otherwise never be leased again, and nor would what is pushed after it.
   redis.call('ZADD', q, 'NX', -tonumber(prio), prio)
   redis.call('ZADD', ctx.schedule, 'NX', 0, d)
+end
+-- write a batch: each list's requests in one RPUSH (and one LPUSH for those given back: LPUSH of several
+-- puts the last first, as one LPUSH each would), each domain's count once, each priority and domain in
+-- their sets once, each domain's released slots in one ZREM. The same state as the calls one by one.
+local function flush_batch(ctx)
+  local b = ctx.batch
+  ctx.batch = nil
+  if not b then return end
+  for _, l in ipairs(b.order) do
+    local entry = b.lists[l]
+    for i = 1, #entry.tail, 1000 do redis.call('RPUSH', l, unpack(entry.tail, i, math.min(i + 999, #entry.tail))) end
+    for i = 1, #entry.head, 1000 do redis.call('LPUSH', l, unpack(entry.head, i, math.min(i + 999, #entry.head))) end
+  end
+  local scheduled = {}
+  for _, set in pairs(b.sets) do
+    local q, prio, d = set[1], set[2], set[3]
+    redis.call('ZADD', q, 'NX', -tonumber(prio), prio)
+    if not scheduled[d] then
+      scheduled[d] = true
+      redis.call('ZADD', ctx.schedule, 'NX', 0, d)
+    end
+  end
+  for d, n in pairs(b.counts) do redis.call('HINCRBY', ctx.counts, d, n) end
+  for d, members in pairs(b.released) do
+    local removed = 0
+    for i = 1, #members, 1000 do
+      removed = removed + redis.call('ZREM', ctx.domain .. d .. ':active', unpack(members, i, math.min(i + 999, #members)))
+    end
+    if removed > 0 then redis.call('ZADD', ctx.schedule, 'XX', 'LT', now_s, d) end
+  end
 end
 -- take up to k requests of a domain: best priority first, FIFO within one
 -- (first: the best priority, when the caller just read it). Returns the requests, and whether the

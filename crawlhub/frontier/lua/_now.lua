@@ -11,3 +11,7 @@ local function ts(x)
   return string.format('%d.%06d', (us - f) / 1000000, f)
 end
 local now_s = t[1] .. '.' .. string.rep('0', 6 - #t[2]) .. t[2]
+-- A deadline (a lease's, its download slot's): rounded up to the second. An integral score is stored
+-- in a small sorted set without formatting a double (Redis 7.0 formats each with "%.17g", several
+-- microseconds per member); a lease lives at most a second longer.
+local function deadline_s(x) return string.format('%d', math.ceil(x)) end

@@ -46,7 +46,9 @@ end
 local function finish(ctx, d, lease_id, outcome, retry_after)
   local sk = ctx.domain .. d
   if lease_id ~= '' then release(ctx, lease_id) end
-  local f = tonumber(redis.call('HGET', sk, 'factor') or '1')
+  -- the slow-down factor, read once per domain per call (ctx.factors: tick.lua) and kept as written
+  local f = ctx.factors and ctx.factors[d]
+  if f == nil then f = tonumber(redis.call('HGET', sk, 'factor') or '1') end
   if outcome == 'slow' then
     f = math.min(math.max(f, 1) * 2, tonumber(ctx.factor_max) or 32)
     local untl = now + (tonumber(retry_after) or 0)
@@ -63,5 +65,6 @@ local function finish(ctx, d, lease_id, outcome, retry_after)
       redis.call('HSET', sk, 'factor', string.format('%.4f', f))
     end
   end
+  if ctx.factors then ctx.factors[d] = f end
   return f
 end

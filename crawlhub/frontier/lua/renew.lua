@@ -2,7 +2,7 @@
 -- KEYS: inflight; ARGV: JSON ctx (spider, domain), ttl, lease ids. Returns the ids that are no longer leased.
 local ctx = cjson.decode(ARGV[1])
 local lost = {}
-local until_s = ts(now + tonumber(ARGV[2]))
+local until_s = deadline_s(now + tonumber(ARGV[2]))
 for i = 3, #ARGV do
   local id = ARGV[i]
   if redis.call('ZSCORE', KEYS[1], id) then

@@ -21,6 +21,9 @@
 local a = cjson.decode(ARGV[1])
 local ctx = a.ctx
 ctx.factor_max, ctx.recovery = a.factor_max, a.recovery
+-- the enqueues' pushes and the finishes' slot releases are gathered and written per domain (flush_batch),
+-- before the acks and the leases (nothing between pops or raises a schedule score)
+ctx.batch, ctx.factors = new_batch(), {}
 local added, fresh = 0, 0
 -- the enqueues: 2 arguments each after ARGV[1]: the link's fields, tab-separated, in the order of
 -- crawlhub.frontier.records.ENQUEUE_ARGV (kind, key, extra, priority, force, ends, domain), then
@@ -46,6 +49,7 @@ for i = 2, #ARGV, 2 do
 end
 if fresh > 0 then redis.call('INCRBY', ctx.seen, fresh) end
 for _, f in ipairs(a.fin or {}) do finish(ctx, f.domain, f.lease, f.outcome, f.retry_after) end
+flush_batch(ctx)
 -- acks, a few commands per domain instead of four per lease
 local acked = 0
 local ids = a.ack or {}
@@ -139,7 +143,7 @@ if n > 0 then
         if #items > 0 then
           -- the batch's leases in one command per key: ids seq-#items+1 .. seq
           local last = redis.call('INCRBY', ctx.seq, #items)
-          local deadline, holder = ts(now + ttl), a.worker .. '\t' .. string.format('%.3f', now) .. '\t'
+          local deadline, holder = deadline_s(now + ttl), a.worker .. '\t' .. string.format('%.3f', now) .. '\t'
           local zin, hset, zact = {}, {}, {}
           for i, item in ipairs(items) do
             local id = (last - #items + i) .. '@' .. d
