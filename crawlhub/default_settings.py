@@ -60,6 +60,9 @@ FRONTIER_REQUEST_CLASSES = [
 # How often (seconds) an idle worker checks the shared queue for work that
 # other workers pushed (Scrapy alone would wait for its 5 s heartbeat); 0 = off.
 FRONTIER_POLL_INTERVAL = 0.5
+# While a worker has nothing to do and the frontier nothing anywhere, its poll for other workers' new work
+# backs off from FRONTIER_POLL_INTERVAL, doubling, to this many seconds (work seen anywhere starts over).
+FRONTIER_IDLE_POLL_MAX = 2.0
 # Undecodable payloads are set aside in <spider>:bad_requests (capped).
 FRONTIER_BAD_REQUESTS_MAX = 10000
 # Ready domains a lease looks at (at least as many as the requests it asks for), best head-of-queue priority first.

@@ -3,7 +3,9 @@
 * the poller (FRONTIER_POLL_INTERVAL) runs the lease warden's sweep
   (crawlhub/frontier/warden.py), sends what is pending and wakes the
   engine when other workers queued requests while this one starved: Scrapy
-  asks an idle scheduler again only on its 5-second heartbeat;
+  asks an idle scheduler again only on its 5-second heartbeat; while the
+  frontier has nothing anywhere it asks at gaps doubling up to
+  FRONTIER_IDLE_POLL_MAX, so an idle worker costs Redis less;
 * maintenance (LEASE_MAINTENANCE_INTERVAL) sends the cluster counters,
   renews this worker's leases every LEASE_TTL / 3, counts the live workers
   and reclaims dead workers' expired leases (LEASE_RECLAIM_INTERVAL);
@@ -50,6 +52,10 @@ class Upkeep:
         self.dead_after = settings.getfloat("WORKER_DEAD_AFTER") or 3 * heartbeat
         self.timers: list[task.LoopingCall] = []
         self.starved = False  # the engine found nothing: wake it when work appears
+        # while starved and nothing is pending anywhere, the poller asks at growing gaps (doubling from
+        # FRONTIER_POLL_INTERVAL up to FRONTIER_IDLE_POLL_MAX); work seen anywhere starts over
+        self.idle_poll_max = max(self.poll_interval, settings.getfloat("FRONTIER_IDLE_POLL_MAX", 2.0))
+        self._idle_gap = self._idle_next = 0.0
         self.not_before = 0.0  # monotonic time before which no domain can be ready
         self._wakeup: DelayedCall | None = None
         self._last_renew = self._last_reclaim = self._last_count = 0.0
@@ -87,7 +93,11 @@ class Upkeep:
             logger.exception("The lease sweep failed")
         if frontier.has_pending_writes:
             frontier.flush()
-        if not self.starved or frontier.budget_exhausted or time.monotonic() < self.not_before:
+        if not self.starved:
+            self._idle_gap, self._idle_next = 0.0, 0.0
+            return
+        now = time.monotonic()
+        if frontier.budget_exhausted or now < self.not_before or now < self._idle_next:
             return
         try:
             pending = self.has_pending()
@@ -95,7 +105,11 @@ class Upkeep:
             logger.debug("frontier poll failed: %s", exc)
             return
         if pending:
+            self._idle_gap, self._idle_next = 0.0, 0.0
             self.wake()
+        else:  # nothing anywhere: ask again less often, up to FRONTIER_IDLE_POLL_MAX (an idle worker's main cost)
+            self._idle_gap = min(self.idle_poll_max, max(self.poll_interval, self._idle_gap * 2))
+            self._idle_next = now + self._idle_gap - self.poll_interval / 2
 
     def wake(self) -> None:
         if wake_engine(self.crawler):

@@ -35,13 +35,13 @@ def idle_commands(tmp_path, mongo_uri, mongo_db, partitions: int) -> collections
         assert wait_for(lambda: client.hvals("scrapeme:workers") != first, 30), worker.log()[-3000:]
         counted: collections.Counter[str] = collections.Counter()
         before = json.loads(next(iter(client.hvals("scrapeme:workers"))))
-        with client.monitor() as monitor:
+        # (a socket timeout longer than any gap in an idle worker's traffic: redis-py drops a connection that
+        # timed out; the upkeep asks every 2 s at the most)
+        watcher = redis.Redis.from_url(server.url(), socket_timeout=10)
+        with watcher.monitor() as monitor:
             end, end_wall = time.monotonic() + WINDOW, time.time() + WINDOW
             while time.monotonic() < end:
-                try:
-                    command = monitor.next_command()
-                except redis.TimeoutError:
-                    continue
+                command = monitor.next_command()
                 if command.get("client_type") != "lua":
                     counted[command["command"].split()[0].upper()] += 1
         assert worker.proc.poll() is None, worker.log()[-3000:]
