@@ -1,0 +1,252 @@
+"""The frontier's fixed costs (#30): Redis CPU per page of a real crawl, and per idle worker-second.
+
+Real parts throughout: a local shop (tests/sites: WooCommerce listing pages, 16 products each,
+answering in 0.05 s), real ``scrapy crawl scrapeme`` workers storing into SecantusDB, and for each
+layout a fresh Redis: one redis-server, or a 3-master Redis Cluster made by ``redis-cli --cluster
+create`` (persistence off in both). For 1, 8 and 48 partitions on each, side by side:
+
+For each layout, a fresh server or cluster, three measurements in turn:
+
+- own: the servers' CPU (``INFO cpu``, main thread, summed over the masters) and commands
+  (``total_commands_processed``) over WINDOW seconds with no worker: a cluster's gossip, the cron;
+- crawl: N workers started, the shop seeded, every worker run until it closes on idle
+  (MAX_IDLE_TIME_BEFORE_CLOSE), as a crawl of ``scrapy crawl`` does: Redis CPU and commands from
+  before the workers start to after the last exits (start-up, the crawl, the idle wait, the close),
+  per page fetched, with the servers' own CPU over that time taken off (and raw); and the commands
+  each worker counted itself (its heartbeat's ``redis_commands``);
+- idle: K more workers started with nothing to crawl (they wait for seeds forever); once each has
+  sent its second heartbeat, what they add to the servers' own over WINDOW seconds, per idle
+  worker-second, and the commands they counted themselves.
+
+Goals (#30): an idle worker under 300 us of Redis CPU per second at 48 partitions; a cluster's CPU
+per page within 1.5x of one redis-server with one partition.
+
+    .venv/bin/python -m bench.frontier_costs                 # 3 crawl workers, 48 pages, 6 idle workers, 10 s windows
+    .venv/bin/python -m bench.frontier_costs --quick         # 1 and 48 partitions only
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import redis
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.frontier_scale import PlainRedis  # noqa: E402
+from crawlhub.services import EmbeddedMongo  # noqa: E402
+from tests.harness import crawl_env, start_worker, wait_for  # noqa: E402
+from tests.redis_cluster import LocalRedisCluster  # noqa: E402
+from tests.sites.server import LocalSite  # noqa: E402
+from tests.sites.shop import shop_pages  # noqa: E402
+
+SPIDER = "scrapeme"
+PER_PAGE = 16
+GOAL_IDLE_US, GOAL_CLUSTER = 300.0, 1.5
+
+
+class Servers:
+    """One redis-server or a 3-master cluster: the env that points workers at it, and its counters."""
+
+    def __init__(self, home: Path, cluster: bool):
+        self.cluster = cluster
+        if cluster:
+            self.nodes = LocalRedisCluster(home, masters=3, appendonly=False).start()
+            self.ports = self.nodes.primaries()
+        else:
+            home.mkdir(parents=True, exist_ok=True)
+            self.plain = PlainRedis(home)
+            self.ports = [self.plain.port]
+
+    def env(self) -> dict[str, str]:
+        if self.cluster:
+            return {"REDIS_CLUSTER_NODES": self.nodes.nodes}
+        return {"REDIS_URL": f"redis://127.0.0.1:{self.ports[0]}/0"}
+
+    def client(self):
+        return self.nodes.client() if self.cluster else redis.Redis(port=self.ports[0])
+
+    def reading(self) -> tuple[float, int]:
+        """(CPU seconds of the main thread, the one that serves commands; commands processed), summed over the masters."""
+        cpu, commands = 0.0, 0
+        for port in self.ports:
+            r = redis.Redis(port=port)
+            info = r.info("cpu")
+            cpu += float(info["used_cpu_user_main_thread"]) + float(info["used_cpu_sys_main_thread"])
+            commands += int(r.info("stats")["total_commands_processed"])
+        return cpu, commands
+
+    def stop(self) -> None:
+        if self.cluster:
+            self.nodes.stop()
+        else:
+            self.plain.stop()
+
+
+def workers_env(servers: Servers, mongo_uri: str, database: str, home: Path, partitions: int, idle_close: int) -> dict:
+    env = crawl_env("", mongo_uri, database, home, FRONTIER_PARTITIONS=partitions,
+                    MAX_IDLE_TIME_BEFORE_CLOSE=idle_close, LOG_LEVEL="INFO")
+    env.pop("REDIS_URL")
+    env.update(servers.env())
+    return env
+
+
+def start_workers(n: int, env: dict, logs: Path, label: str) -> list:
+    return [start_worker(SPIDER, env, logs, f"{label}-{i}", CONCURRENT_REQUESTS=4) for i in range(n)]
+
+
+def heartbeats(client) -> dict[str, dict]:
+    return {k.decode(): json.loads(v) for k, v in client.hgetall(f"{SPIDER}:workers").items()}
+
+
+def measure(servers: Servers, seconds: float) -> tuple[float, int]:
+    """Redis CPU seconds and commands over ``seconds`` from now."""
+    cpu0, cmd0 = servers.reading()
+    time.sleep(seconds)
+    cpu1, cmd1 = servers.reading()
+    return cpu1 - cpu0, cmd1 - cmd0 - len(servers.ports) * 2  # (the readings' own INFOs)
+
+
+def crawl_phase(servers: Servers, label: str, partitions: int, workers: int, pages: int, mongo_uri: str,
+                idle_close: int, home: Path) -> dict:
+    shop = LocalSite(shop_pages(pages * PER_PAGE, PER_PAGE), delay=0.05).start()
+    try:
+        env = workers_env(servers, mongo_uri, f"crawl{label}", home / "crawlhub", partitions, idle_close)
+        client = servers.client()
+        cpu0, cmd0 = servers.reading()
+        started = time.monotonic()
+        procs = start_workers(workers, env, home / "logs", f"crawl{label}")
+        client.lpush(f"{SPIDER}:start_urls", f"{shop.url}/shop/")
+        for p in procs:
+            code = p.proc.wait(300)
+            if code != 0:
+                raise SystemExit(f"worker {p.name} exited {code}: {p.log()[-3000:]}")
+        took = time.monotonic() - started
+        cpu1, cmd1 = servers.reading()
+        fetched = len(set(shop.fetched("/shop")))
+        if fetched != pages:
+            raise SystemExit(f"{fetched} of {pages} listing pages fetched")
+        records = heartbeats(client)
+        return {"pages": fetched, "cpu": cpu1 - cpu0, "commands": cmd1 - cmd0, "seconds": took,
+                "per_worker": sorted(r.get("redis_commands", 0) for r in records.values()),
+                "fetches": len(shop.fetched("/shop"))}
+    finally:
+        shop.stop()
+
+
+def idle_phase(servers: Servers, label: str, partitions: int, workers: int, window: float, mongo_uri: str,
+               home: Path) -> dict:
+    """``workers`` workers with nothing to crawl, once past their start-up: CPU, commands and the workers'
+    own count over ``window`` seconds."""
+    env = workers_env(servers, mongo_uri, f"idle{label}", home / "crawlhub", partitions, 0)
+    client = servers.client()
+    client.delete(f"{SPIDER}:workers")  # (the crawl's finished workers: only these are counted)
+    procs = start_workers(workers, env, home / "logs", f"idle{label}")
+    try:
+        if not wait_for(lambda: len(heartbeats(client)) == workers, 90):
+            raise SystemExit(f"idle workers did not start: {procs[0].log()[-2000:]}")
+        first = {w: r["last_beat"] for w, r in heartbeats(client).items()}
+        wait_for(lambda: all(r["last_beat"] > first[w] for w, r in heartbeats(client).items()), 60)
+        before = heartbeats(client)
+        cpu, commands = measure(servers, window)
+        after = heartbeats(client)
+        own = sum(after[w].get("redis_commands", 0) - before[w].get("redis_commands", 0) for w in after)
+        return {"cpu": cpu, "commands": commands, "counted": own}
+    finally:
+        for p in procs:
+            p.kill()
+
+
+def run_layout(home: Path, cluster: bool, partitions: int, opts: argparse.Namespace, mongo_uri: str) -> dict:
+    """One fresh server or cluster: its own idle cost, then the crawl, then idle workers on it."""
+    label = f"{'c' if cluster else 's'}{partitions}"
+    servers = Servers(home / label, cluster)
+    try:
+        time.sleep(1.0)  # (a server's first second after start is not its idle cost)
+        own_cpu, own_commands = measure(servers, opts.window)
+        own_rate = own_cpu / opts.window
+        crawl = crawl_phase(servers, label, partitions, opts.workers, opts.pages, mongo_uri, opts.idle_close, home)
+        idle = idle_phase(servers, label, partitions, opts.idle_workers, opts.window, mongo_uri, home)
+    finally:
+        servers.stop()
+    pages, worker_seconds = crawl["pages"], opts.idle_workers * opts.window
+    return {
+        "layout": "3-master cluster" if cluster else "one redis-server", "partitions": partitions,
+        "server_idle_us_per_s": own_rate * 1e6,
+        "us_per_page_raw": crawl["cpu"] * 1e6 / pages,
+        "us_per_page": max(0.0, crawl["cpu"] - own_rate * crawl["seconds"]) * 1e6 / pages,
+        "commands_per_page": crawl["commands"] / pages, "seconds": crawl["seconds"], "fetches": crawl["fetches"],
+        "per_worker": crawl["per_worker"],
+        "idle_us_per_worker_s": max(0.0, idle["cpu"] - own_rate * opts.window) * 1e6 / worker_seconds,
+        "idle_commands_per_worker_s": max(0, idle["commands"] - own_commands) / worker_seconds,
+        "idle_counted_per_worker_s": idle["counted"] / worker_seconds,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workers", type=int, default=3, help="workers of the crawl")
+    parser.add_argument("--idle-workers", type=int, default=6, help="workers started with nothing to crawl")
+    parser.add_argument("--pages", type=int, default=48, help="listing pages of the shop (16 products each)")
+    parser.add_argument("--window", type=float, default=10.0, help="seconds of idle traffic measured")
+    parser.add_argument("--idle-close", type=int, default=3, help="MAX_IDLE_TIME_BEFORE_CLOSE of the crawl")
+    parser.add_argument("--quick", action="store_true", help="1 and 48 partitions only")
+    parser.add_argument("--json", help="write the figures to this file too")
+    opts = parser.parse_args(argv)
+    counts = [1, 48] if opts.quick else [1, 8, 48]
+    home = Path(tempfile.mkdtemp(prefix="bench-costs-"))
+    mongo = EmbeddedMongo(home / "mongo")
+    mongo.ensure()
+    rows = []
+    try:
+        print(f"frontier_costs: {opts.workers} workers (CONCURRENT_REQUESTS=4), a shop of {opts.pages} listing pages "
+              f"(0.05 s each), MAX_IDLE_TIME_BEFORE_CLOSE={opts.idle_close}; {opts.idle_workers} idle workers; "
+              f"windows of {opts.window:.0f} s")
+        print(f"{'layout':>16} {'parts':>5} {'own us/s':>8} | {'crawl us/page':>13} {'(raw)':>6} {'cmds/page':>9} "
+              f"{'seconds':>7} {'fetches':>7} | {'idle us/worker-s':>16} {'cmds/worker-s':>13} {'(counted)':>9}"
+              "  commands per crawl worker")
+        for cluster in (False, True):
+            for partitions in counts:
+                r = run_layout(home, cluster, partitions, opts, mongo.url())
+                rows.append(r)
+                print(f"{r['layout']:>16} {partitions:>5} {r['server_idle_us_per_s']:>8.0f} | {r['us_per_page']:>13.0f} "
+                      f"{r['us_per_page_raw']:>6.0f} {r['commands_per_page']:>9.1f} {r['seconds']:>7.1f} {r['fetches']:>7} | "
+                      f"{r['idle_us_per_worker_s']:>16.0f} {r['idle_commands_per_worker_s']:>13.1f} "
+                      f"{r['idle_counted_per_worker_s']:>9.1f}  {r['per_worker']}", flush=True)
+    finally:
+        mongo.stop()
+        shutil.rmtree(home, ignore_errors=True)
+    base = next(r for r in rows if r["layout"] == "one redis-server" and r["partitions"] == 1)
+    print("\n(own: the servers' own CPU per second with no client, summed over the masters (a cluster's gossip). "
+          "crawl: Redis CPU from before the workers start to after the last closes, per listing page fetched, the "
+          "servers' own taken off (raw: with it). idle: what an idle worker adds per second, the servers' own taken "
+          "off; counted: the commands the workers counted themselves)")
+    short = []
+    for r in rows:
+        if r["partitions"] == 48:
+            ok = r["idle_us_per_worker_s"] < GOAL_IDLE_US
+            print(f"idle at 48 partitions, {r['layout']}: {r['idle_us_per_worker_s']:.0f} us per worker-second, goal < "
+                  f"{GOAL_IDLE_US:.0f}: {'met' if ok else 'SHORT'}")
+            short += [] if ok else [f"idle ({r['layout']})"]
+        if r["layout"] != "one redis-server":
+            ratio = r["us_per_page"] / base["us_per_page"]
+            ok = ratio <= GOAL_CLUSTER
+            print(f"cluster, {r['partitions']} partitions: {ratio:.2f}x the CPU per page of one redis-server with one "
+                  f"partition, goal <= {GOAL_CLUSTER}x: {'met' if ok else 'SHORT'} (raw, with the servers' own: "
+                  f"{r['us_per_page_raw'] / base['us_per_page_raw']:.2f}x)")
+            short += [] if ok else [f"cluster at {r['partitions']} partitions"]
+    if opts.json:
+        Path(opts.json).write_text(json.dumps(rows, indent=1))
+    print("\n" + ("goals met" if not short else "goals short: " + "; ".join(short)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
