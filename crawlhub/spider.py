@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from crawlhub.frontier.view import FrontierView
 
 IDLE_CHECK_GAP = 15.0  # seconds between idle checks beyond which the worker was not running
+IDLE_RECOUNT = 5.0  # seconds between two looks at every partition by an idle worker (a heartbeat's interval)
 # Scrapy's certificate-verifying TLS context (Twisted's recommended one for web clients)
 VERIFYING_CONTEXT_FACTORY = "scrapy.core.downloader.contextfactory.BrowserLikeContextFactory"
 
@@ -97,6 +98,8 @@ class CrawlhubSpider(SitemapMixin, Spider):
         # this idle period's full count of the frontier found nothing: the later checks of the period read the
         # cheap signs only (any work since shows in them: seeds, hints, the live workers' leases)
         self._counted_empty = False
+        self._recount_at = 0.0  # (monotonic) the frontier's partitions are not asked again before then
+        self._count_busy = False  # what they said the last time
         crawler.signals.connect(self._configure, signal=signals.spider_opened)
         crawler.signals.connect(self._on_idle, signal=signals.spider_idle)
 
@@ -264,17 +267,20 @@ class CrawlhubSpider(SitemapMixin, Spider):
 
     def _frontier_busy(self, frontier: FrontierView) -> bool:
         """Whether the cluster has work left: the cheap signs first (work hinted as queued or delayed, leases
-        live workers said they hold at their last heartbeat), then, once per idle period, the count over every
-        partition (what the signs cannot show: a dead worker's leases not yet reclaimed, links of a worker
-        killed before it marked their partition), so that a waiting worker does not read every partition at
-        idle check (the engine asks at each heartbeat and wake-up; a count is 5 commands per partition)."""
+        live workers said they hold at their last heartbeat), then every partition (what the signs cannot show:
+        a dead worker's leases not yet reclaimed, another worker's leases before its next heartbeat, links of a
+        worker killed before it marked their partition), asked at most every IDLE_RECOUNT seconds and once per
+        idle period when it found nothing, so that a waiting worker does not read every partition at each idle
+        check (the engine asks at each heartbeat and wake-up; at 48 partitions one look is 144 commands)."""
         if frontier.pending() or frontier.leases_elsewhere:
             return True
+        now = time.monotonic()
         if self._counted_empty:
             return False
-        counts = frontier.counts()
-        busy = bool(counts["seeds"] or counts["queued"] or counts["delayed"] or counts["inflight"])
-        self._counted_empty = not busy
+        if now < self._recount_at:
+            return self._count_busy
+        busy = self._count_busy = frontier.left()
+        self._counted_empty, self._recount_at = not busy, now + IDLE_RECOUNT
         return busy
 
     # -- following -----------------------------------------------------------

@@ -76,6 +76,8 @@ class FrontierClient:
         settings = self.settings
         self.spider_name = spider.name
         self.keys = Keys.for_spider(settings, spider.name, cluster=isinstance(self.server, RedisCluster))
+        # a frontier this worker lays out holds nothing yet: nothing to count and say at start
+        self.fresh = not self.server.exists(self.keys.layout)
         self.keys = claim_layout(self.server, self.keys)
         self.epoch = EpochWatch(self.server, self.keys, spider.name, self.worker)
         self.counters = ClusterCounters(self.server, self.keys.stats)
@@ -221,6 +223,10 @@ class FrontierClient:
     def pending(self) -> bool:
         """Anything for this spider queued or waiting to retry, in the whole cluster."""
         return self.ops.pending()
+
+    def left(self) -> bool:
+        """Anything queued, waiting to retry or in flight, in the whole cluster (three commands per partition)."""
+        return self.ops.left()
 
     def counts(self) -> dict[str, int]:
         return self.ops.counts()

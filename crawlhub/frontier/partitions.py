@@ -453,6 +453,17 @@ class Partitions:
             return self.ops[0].pending()
         return bool(self.server.zcount(self.keys.ready, "-inf", f"({EMPTY}"))
 
+    def left(self) -> bool:
+        """Anything queued, waiting to retry or in flight in any partition, the hints aside: three ZCARDs per
+        partition in one pipeline (a domain in a partition's schedule has requests queued). What an idle worker
+        asks once before it may close (a dead worker's leases, links whose mark was lost)."""
+        pipe = self.server.pipeline(transaction=False)
+        for ops in self.ops:
+            pipe.zcard(ops.keys.schedule)
+            pipe.zcard(ops.keys.delayed)
+            pipe.zcard(ops.keys.inflight)
+        return any(pipe.execute())
+
     def queued(self) -> dict[str, int]:
         return queued_per_domain(self.server, self.keys)
 

@@ -93,8 +93,8 @@ class RedisScheduler(BaseScheduler):
         url, cluster = redis_location(settings)  # a cluster worker must not start an embedded Redis to say where
         logger.info("Shared frontier on %s; seed it with: %s", redis_shown(settings, url, cluster),
                     services.seed_command(url, self.frontier.keys.seeds, cluster=cluster))
-        counts = self.frontier.counts()
-        if counts["queued"] or counts["inflight"] or counts["delayed"]:
+        counts = self.frontier.counts() if not self.frontier.fresh else {}  # (every partition: 5 commands each)
+        if counts.get("queued") or counts.get("inflight") or counts.get("delayed"):
             logger.info("Joining a crawl in progress: %(queued)d queued, %(inflight)d in flight, %(delayed)d waiting to retry",
                         counts, extra={"spider": spider})
         elif counts.get("seen"):  # a finished crawl run again: its URLs are duplicates now, say so before it looks lost

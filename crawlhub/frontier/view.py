@@ -58,6 +58,9 @@ class FrontierView(Protocol):
     def pending(self) -> bool:
         """Anything queued or waiting to retry in the cluster (one key when partitioned: the hints)."""
 
+    def left(self) -> bool:
+        """Anything queued, waiting to retry or in flight in the cluster, asked of every partition."""
+
     def counts(self) -> dict[str, int]: ...
 
     def count(self, field: str, n: int = 1) -> None:
