@@ -23,6 +23,7 @@ per page within 1.5x of one redis-server with one partition.
 
     .venv/bin/python -m bench.frontier_costs                 # 3 crawl workers, 48 pages, 6 idle workers, 10 s windows
     .venv/bin/python -m bench.frontier_costs --quick         # 1 and 48 partitions only
+    .venv/bin/python -m bench.frontier_costs --full-speed 10000   # the saturated cost per page, one worker
 """
 
 from __future__ import annotations
@@ -190,6 +191,43 @@ def run_layout(home: Path, cluster: bool, partitions: int, opts: argparse.Namesp
     }
 
 
+def full_speed(home: Path, pages: int) -> None:
+    """One worker crawling bench/site.py as fast as it can (bench/frontier.py's crawl: CONCURRENT_REQUESTS=32,
+    no politeness limit, no pipelines) on a private redis-server: Redis main-thread CPU per page, the server's
+    own idle taken off, and INFO commandstats per page (a script's inner commands are counted in their own
+    rows and in its EVALSHA's time)."""
+    import subprocess
+
+    from bench.frontier import SPIDER as BENCH_SPIDER
+    from bench.frontier import run_crawl
+
+    servers = Servers(home, cluster=False)
+    site = subprocess.Popen([sys.executable, "-m", "bench.site", "--pages", str(pages)], cwd=ROOT,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        base = f"http://127.0.0.1:{int(site.stdout.readline().split()[1])}"
+        client = servers.client()
+        own, _ = measure(servers, 5.0)
+        client.config_resetstat()
+        cpu0, _ = servers.reading()
+        started = time.monotonic()
+        client.lpush(f"{BENCH_SPIDER}:start_urls", f"{base}/p/0")
+        row = run_crawl("crawlhub", f"{base}/p/0", servers.env()["REDIS_URL"], 1, ROOT)
+        cpu = servers.reading()[0] - cpu0 - own / 5.0 * (time.monotonic() - started)
+        n = row["pages"]
+        print(f"\n## Full speed: one worker, {n} pages of bench/site.py in {row['seconds']:.1f} s "
+              f"({row['pages_per_s']:.0f} pages/s): Redis main-thread CPU {cpu * 1e6 / n:.1f} us/page, its own idle "
+              f"({own / 5.0 * 1e6:.0f} us/s) taken off; goal <= 30 us: {'met' if cpu * 1e6 / n <= 30 else 'SHORT'}")
+        stats = client.info("commandstats")
+        rows = sorted(((k[8:], int(v["calls"]), int(v["usec"])) for k, v in stats.items()), key=lambda r: -r[2])
+        for name, calls, usec in rows[:12]:
+            print(f"  {name:16} {calls / n:6.2f} calls/page {usec / n:7.2f} us/page {usec / max(1, calls):8.2f} us/call")
+    finally:
+        site.terminate()
+        site.wait()
+        servers.stop()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workers", type=int, default=3, help="workers of the crawl")
@@ -199,7 +237,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--idle-close", type=int, default=3, help="MAX_IDLE_TIME_BEFORE_CLOSE of the crawl")
     parser.add_argument("--quick", action="store_true", help="1 and 48 partitions only")
     parser.add_argument("--json", help="write the figures to this file too")
+    parser.add_argument("--full-speed", type=int, metavar="PAGES",
+                        help="instead: one worker at full speed on bench/site.py, Redis CPU per page and where it goes")
     opts = parser.parse_args(argv)
+    if opts.full_speed:
+        home = Path(tempfile.mkdtemp(prefix="bench-costs-"))
+        try:
+            full_speed(home / "redis", opts.full_speed)
+        finally:
+            shutil.rmtree(home, ignore_errors=True)
+        return 0
     counts = [1, 48] if opts.quick else [1, 8, 48]
     home = Path(tempfile.mkdtemp(prefix="bench-costs-"))
     mongo = EmbeddedMongo(home / "mongo")

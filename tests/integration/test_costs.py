@@ -9,7 +9,7 @@ import time
 import redis
 
 from crawlhub.services import EmbeddedRedis
-from tests.harness import crawl_env, start_worker, wait_for
+from tests.harness import cli, crawl_env, start_worker, wait_for
 
 WINDOW = 10.0  # seconds of idle traffic counted
 # An idle worker's own traffic, whatever FRONTIER_PARTITIONS: the poller's check (one command per
@@ -53,6 +53,10 @@ def idle_commands(tmp_path, mongo_uri, mongo_db, partitions: int) -> collections
         seen = sum(counted.values()) / WINDOW
         assert 0.6 * seen <= own <= 1.6 * seen + 1, f"the worker counted {own:.1f} commands/s, the server saw {seen:.1f}"
         assert after["redis_per_s"] > 0
+        # each worker's rate, as `crawlhub status` shows it (a heartbeat may come while the command runs)
+        shown = cli(env, "status", "scrapeme")
+        rates = {json.loads(v)["redis_per_s"] for v in [*client.hvals("scrapeme:workers"), json.dumps(after)]}
+        assert shown.returncode == 0 and any(f"redis={r:g}/s" in shown.stdout for r in rates), shown.stdout
         worker.kill()
         return counted
     finally:
