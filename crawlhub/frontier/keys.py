@@ -192,6 +192,7 @@ class Keys:
     budget: str
     budget_used: str
     reclaim_lock: str
+    reclaim_turn: str  # INCR by each reclaim scan: which share of the partitions it looks at (every one in turn)
     stats: str  # cluster-wide counters of the frontier and robots.txt
     paused: str  # set by `crawlhub pause`: no worker leases while it exists
     bad_seeds: str
@@ -232,6 +233,7 @@ class Keys:
             budget=f"{spider}:budget",
             budget_used=f"{spider}:budget_used",
             reclaim_lock=f"{spider}:reclaim_lock",
+            reclaim_turn=f"{spider}:reclaim_turn",
             stats=f"{spider}:stats",
             paused=f"{spider}:paused",
             bad_seeds=f"{spider}:bad_seeds",

@@ -227,8 +227,10 @@ def reclaim(frontier: FrontierClient, interval: float = 0.0) -> int:
         return 0
     reclaimed = 0
     try:
-        # by the timer, a share of the partitions each time, in turn: each once per LEASE_TTL
-        share, turn = (interval / ttl, int(time.time() / interval)) if interval else (1.0, 0)
+        # by the timer, a share of the partitions each time, in turn: each once per LEASE_TTL. The turn is counted
+        # in Redis, not read off the clock: scans come at jittered times from whichever worker takes the lock, and
+        # a clock's turn could skip the same shares every time (scans every other interval: half the partitions)
+        share, turn = (interval / ttl, int(server.incr(keys.reclaim_turn))) if interval else (1.0, 0)
         for expired in frontier.ops.expired(share=share, turn=turn):
             if expired.lease_id in frontier.leases:  # ours, and alive: renew missed, keep it
                 continue

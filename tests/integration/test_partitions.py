@@ -262,3 +262,32 @@ def test_a_round_that_found_a_partition_empty_never_hides_links_another_worker_q
         more += a.tick(n=4, worker="a").tick.taken
     assert len(got) + len(more) == 2, "both requests leased: nothing hidden behind an 'empty' hint"
     assert not a.pending()
+
+
+def test_the_reclaims_shares_cover_every_partition_in_consecutive_turns(redis_client):
+    """#30: a reclaim scan looks at LEASE_RECLAIM_INTERVAL / LEASE_TTL of the partitions (5 s / 60 s: 4 of 48), the
+    next share at each turn (counted in Redis, <spider>:reclaim_turn): 12 consecutive turns see every partition's
+    expired leases, whatever turn they start from."""
+    from tests.harness import wait_for
+
+    parts = partitioned(redis_client, partitions=48)
+    by_partition: dict[int, str] = {}
+    i = 0
+    while len(by_partition) < 48:
+        by_partition.setdefault(parts.keys.partition_of(f"d{i}.test"), f"d{i}.test")
+        i += 1
+    assert parts.tick([op("a", d) for d in by_partition.values()]).tick.added == 48
+    taken = []
+    for _ in range(60):
+        taken += parts.tick(n=48, worker="dead", ttl=0.01).tick.taken
+        if len(taken) == 48:
+            break
+    assert len(taken) == 48
+    assert wait_for(lambda: len(parts.expired(limit=1000)) == 48, 5), "every short lease expires (within the second)"
+    for start in (1, 7, 12345):
+        seen: set[str] = set()
+        for turn in range(start, start + 12):
+            found = {e.lease_id for e in parts.expired(limit=1000, share=5 / 60, turn=turn)}
+            assert len({lease_domain(x) for x in found}) <= 4, "one share: 4 partitions"
+            seen |= found
+        assert seen == {t.lease_id for t in taken}, f"from turn {start}: {48 - len(seen)} partitions never looked at"
