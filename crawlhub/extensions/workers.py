@@ -3,7 +3,7 @@
 A hash field per worker (``host:pid``) holding JSON: state (running or
 finished), start time, last heartbeat, pages fetched, items scraped, the leases
 it holds, the Redis commands its clients sent (in all, and per second since the
-last heartbeat) and, once closed, the close reason. ``crawlhub status`` and the
+last heartbeat; once finished, over the whole run) and, once closed, the close reason. ``crawlhub status`` and the
 demo read it; the other workers read the leases (an idle check's cheap sign).
 """
 
@@ -46,7 +46,8 @@ class WorkerRegistry:
         self.server: redis.Redis | None = None
         self.timer: task.LoopingCall | None = None
         self.pages = 0
-        self._commands = (time.monotonic(), 0)  # (when, the commands counted then): the rate's last reading
+        self._started_at = time.monotonic()
+        self._commands = (self._started_at, 0)  # (when, the commands counted then): the rate's last reading
         crawler.signals.connect(self.response_received, signal=signals.response_received)
         crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
@@ -63,7 +64,9 @@ class WorkerRegistry:
     def record(self, state: str, reason: str | None = None) -> dict[str, Any]:
         stats = self.crawler.stats
         now, sent = time.monotonic(), int(stats.get_value(REDIS_COMMANDS_STAT, 0))
-        last_at, last_sent = self._commands
+        # running: the rate since the last heartbeat; finished: over the whole run (the last beat comes moments
+        # after the one before, and the close's give-back and last flush would read as a burst)
+        last_at, last_sent = self._commands if state == "running" else (self._started_at, 0)
         self._commands = (now, sent)
         return {
             "worker": self.worker,
