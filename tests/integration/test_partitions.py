@@ -291,3 +291,16 @@ def test_the_reclaims_shares_cover_every_partition_in_consecutive_turns(redis_cl
             assert len({lease_domain(x) for x in found}) <= 4, "one share: 4 partitions"
             seen |= found
         assert seen == {t.lease_id for t in taken}, f"from turn {start}: {48 - len(seen)} partitions never looked at"
+
+
+def test_balance_is_refused_where_there_is_nothing_to_balance(env, redis_client):
+    """`crawlhub partitions --balance` on one Redis (every partition on one server): exit 2, one line that says why,
+    nothing touched."""
+    from tests.harness import cli
+
+    claim_layout(redis_client, layout(8, "scrapeme"))
+    before = sorted(redis_client.keys("*"))
+    out = cli(env, "partitions", "scrapeme", "--balance", "--yes")
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "--balance is for a partitioned frontier on a Redis Cluster" in out.stderr and "Traceback" not in out.stderr
+    assert sorted(redis_client.keys("*")) == before
