@@ -19,8 +19,13 @@ def test_the_lua_scripts_take_every_key_name_from_the_registry(redis_client):
     assert "ctx.domain .. d" in scripts.source("_helpers")
     classic = FrontierOps(redis_client, key_names.spider_keys("sp"))
     assert classic.ctx["domain"] == key_names.DOMAIN and classic.ctx["known"] == key_names.DOMAINS
+    # a frontier laid out before #30 (recorded ":tagged") keeps its tags
+    tagged = FrontierOps(redis_client, key_names.spider_keys("sp").with_partitions(4, placed=False).part(3))
+    assert {tagged.ctx[k][:6] for k in ("domain", "known", "prefix", "inflight", "dlq", "seen")} == {"{sp:3}"}
+    assert "paused" not in tagged.ctx and "budget" not in tagged.ctx and "limits" not in tagged.ctx
+    # placed (#30): every key of the partition under its own tag, {sp:3:<3 letters>}
     part = key_names.spider_keys("sp").with_partitions(4).part(3)
     tagged = FrontierOps(redis_client, part)
-    assert part.tag.startswith("{sp:3:") and part.tag.endswith("}")  # (#30: placed tags; "{sp:3}" before)
+    assert part.tag.startswith("{sp:3:") and part.tag.endswith("}")
     assert {tagged.ctx[k][:len(part.tag)] for k in ("domain", "known", "prefix", "inflight", "dlq", "seen")} == {part.tag}
     assert "paused" not in tagged.ctx and "budget" not in tagged.ctx and "limits" not in tagged.ctx
