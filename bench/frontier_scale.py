@@ -329,37 +329,15 @@ def single_shard(home: Path, queued: int, domains: int, seconds: float, workers:
 
 
 # -- a cluster: masters against one ------------------------------------------------------------------------
-def place_evenly(cluster, partitions: int) -> None:
-    """Move each partition's (empty) slot so that the masters hold the same number of partitions."""
-    keys = make_keys(partitions, True)
-    masters = cluster.primaries()
-    ids = {p: redis.Redis(port=p).cluster("myid") for p in masters}
-    ids = {p: (v.decode() if isinstance(v, bytes) else v) for p, v in ids.items()}
-    client = redis.Redis(port=masters[0])
-    for i, part in enumerate(keys.parts):
-        slot = client.cluster("keyslot", part.anchor)
-        want = masters[i % len(masters)]
-        owner = next(p for p in masters if _owns(p, slot))
-        if owner == want:
-            continue
-        redis.Redis(port=want).execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", ids[owner])
-        redis.Redis(port=owner).execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", ids[want])
-        for p in masters:
-            redis.Redis(port=p).execute_command("CLUSTER", "SETSLOT", slot, "NODE", ids[want])
-    cluster.wait_ok()
+def place_evenly(cluster, partitions: int) -> list[int]:
+    """Every master with its share of the partitions (crawlhub's own placement: placed tags, and
+    ``crawlhub partitions --balance``'s moves where a cluster is uneven); the partitions per master."""
+    from crawlhub.frontier.placement import holders, move_slot, plan
 
-
-def _owns(port: int, slot: int) -> bool:
-    """Whether the node at ``port`` holds ``slot`` (its CLUSTER NODES line: ranges and single slots)."""
-    nodes = redis.Redis(port=port).execute_command("CLUSTER", "NODES")
-    mine = next(line for line in (nodes.decode() if isinstance(nodes, bytes) else nodes).splitlines() if "myself" in line)
-    for part in mine.split()[8:]:
-        if part.startswith("["):
-            continue
-        a, _, b = part.partition("-")
-        if int(a) <= slot <= int(b or a):
-            return True
-    return False
+    keys, client = make_keys(partitions, True), cluster.client()
+    for move in plan(holders(client, keys), keys):
+        move_slot(client, move.slot, move.source, move.target)
+    return sorted(len(parts) for parts in holders(client, keys).values())
 
 
 def cluster_run(home: Path, masters: int, queued: int, domains: int, seconds: float, workers: int) -> dict:
