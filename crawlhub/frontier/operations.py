@@ -183,15 +183,12 @@ class FrontierOps:
 
     def expired(self, limit: int = 100) -> list[ExpiredLease]:
         """Leases past their deadline, with their holder, when they were taken and their payload."""
-        return expired_leases(self._expired(**self.expired_call(limit)))
+        script, keys, args = self.expired_call(limit)
+        return expired_leases(script(keys=keys, args=args))
 
-    def expired_call(self, limit: int) -> dict[str, Any]:
-        """The expired script's call (script, keys, args: for a pipeline over partitions)."""
-        return {"keys": [self.keys.inflight, self.keys.leases], "args": [limit]}
-
-    @property
-    def expired_script(self) -> Any:
-        return self._expired
+    def expired_call(self, limit: int) -> tuple[Any, list[str], list[Any]]:
+        """The expired script's call, (script, keys, args): for a pipeline over partitions (run_scripts)."""
+        return self._expired, [self.keys.inflight, self.keys.leases], [limit]
 
     # -- what is there ------------------------------------------------------------------------------
     def queued(self) -> dict[str, int]:

@@ -435,7 +435,7 @@ class Partitions:
         pipeline (a cluster client sends each node its partitions' calls); a node down is looked at when it is back."""
         count = max(1, min(self.count, math.ceil(self.count * share)))
         chosen = [self.ops[(turn * count + i) % self.count] for i in range(count)]
-        calls = [(ops.expired_script, call["keys"], call["args"]) for ops in chosen for call in [ops.expired_call(limit)]]
+        calls = [ops.expired_call(limit) for ops in chosen]
         found: list[ExpiredLease] = []
         for reply in run_scripts(self.server, calls):
             if not isinstance(reply, BaseException):
