@@ -127,6 +127,38 @@ def counted(base: type[AbstractConnection], stats: StatsCollector) -> type[Abstr
     return type(f"Counted{base.__name__}", (base,), {"send_command": send_command, "pack_commands": pack_commands})
 
 
+class _ScriptsByTheirKeys:
+    """A cluster pipeline's policy resolver: EVALSHA and EVAL go to the node of their keys (``numkeys`` says which
+    they are), found locally. redis-py (6.x to 8.1) asks the server with COMMAND GETKEYS, a round trip of its own
+    before the pipeline is sent, for each script call it queues: for its other commands it reads the keys from the
+    command table. Every other command falls through to redis-py's own resolver (None here)."""
+
+    def __init__(self) -> None:
+        from redis._parsers.commands import CommandPolicies, RequestPolicy, ResponsePolicy
+
+        self.keyed = CommandPolicies(request_policy=RequestPolicy.DEFAULT_KEYED,
+                                     response_policy=ResponsePolicy.DEFAULT_KEYED)
+
+    def resolve(self, command_name: str) -> Any:
+        return self.keyed if command_name in ("evalsha", "eval", "evalsha_ro", "eval_ro") else None
+
+    def with_fallback(self, fallback: Any) -> Any:
+        return self
+
+
+class CrawlhubCluster(RedisCluster):
+    """redis-py's cluster client, its pipelines routing script calls by their keys without asking the server
+    (:class:`_ScriptsByTheirKeys`; tests/integration/test_costs.py counts that no COMMAND GETKEYS is sent)."""
+
+    def pipeline(self, transaction: Any = None, shard_hint: Any = None) -> Any:
+        pipe = super().pipeline(transaction, shard_hint)  # type: ignore[no-untyped-call]
+        if hasattr(pipe, "_policy_resolver"):  # (redis-py < 6.3 routes scripts by their keys itself)
+            from redis.commands.policies import StaticPolicyResolver
+
+            pipe._policy_resolver = StaticPolicyResolver(fallback=_ScriptsByTheirKeys())  # type: ignore[arg-type]
+        return pipe
+
+
 def get_redis(settings: BaseSettings, stats: StatsCollector | None = None) -> redis.Redis:
     """A Redis client (bytes responses) for REDIS_URL or the embedded server; a cluster client
     (redis-py's RedisCluster, same commands) when the settings name a Redis Cluster. With ``stats``
@@ -146,7 +178,7 @@ def get_redis(settings: BaseSettings, stats: StatsCollector | None = None) -> re
         if stats is not None:  # (each node's pool makes its connections of this class)
             params["connection_class"] = counted(SSLConnection if params.get("ssl") else Connection, stats)
         startup = [ClusterNode(h, p) for h, p in nodes]  # type: ignore[no-untyped-call]
-        client = RedisCluster.from_url(url, startup_nodes=startup, **params)
+        client = CrawlhubCluster.from_url(url, startup_nodes=startup, **params)
         return client  # type: ignore[return-value]  # the same commands as redis.Redis
     url = services.redis_url(settings)
     try:

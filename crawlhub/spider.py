@@ -39,8 +39,8 @@ from scrapy.exceptions import CloseSpider, DontCloseSpider
 from scrapy.http import Response
 from scrapy.settings import BaseSettings
 
-from crawlhub.components import frontier_of
-from crawlhub.connection import REDIS_ERRORS, get_redis, worker_id
+from crawlhub.components import frontier_of, redis_of
+from crawlhub.connection import REDIS_ERRORS, worker_id
 from crawlhub.frontier.keys import Keys
 from crawlhub.habits import ATTRIBUTES
 from crawlhub.meta import SEED_HOST
@@ -126,7 +126,7 @@ class CrawlhubSpider(SitemapMixin, Spider):
         """The Redis client (connected on first use, so a spider can be built offline)."""
         if self._server is None:
             self._configure()
-            self._server = get_redis(self.crawler.settings, self.crawler.stats)
+            self._server = redis_of(self.crawler)
             self.logger.info("Reading seeds from Redis key %r (batch %d)", self.seeds_key, self.seed_batch)
         return self._server
 

@@ -38,9 +38,10 @@ def seed(spider: str, seeds: tuple[str, ...], file: IO[str] | None, priority: in
         for line in bad:
             click.echo(line, err=True)
         raise BadInput(f"{len(bad)} of {len(raws)} seed(s) refused; nothing pushed")
-    key = keys(spider).seeds
+    server = connect()
+    key = keys(spider, server).seeds
     try:
-        how = push_seeds(connect(), key, good, current.getbool("REDIS_START_URLS_AS_SET"),
+        how = push_seeds(server, key, good, current.getbool("REDIS_START_URLS_AS_SET"),
                          current.getbool("REDIS_START_URLS_AS_ZSET"))
     except WrongSeedKey as exc:
         raise click.ClickException(f"nothing pushed: {exc}") from None
@@ -54,7 +55,7 @@ def seed(spider: str, seeds: tuple[str, ...], file: IO[str] | None, priority: in
 def bad_seeds(spider: str, limit: int, clear: bool) -> None:
     """List the seeds SPIDER refused, with the reasons."""
     server = connect()
-    key = keys(spider).bad_seeds
+    key = keys(spider, server).bad_seeds
     for raw in server.lrange(key, 0, limit - 1):
         record = json.loads(raw)
         click.echo(f"{record['reason']}: {shown_seed(record['seed'])}")
@@ -67,7 +68,8 @@ def bad_seeds(spider: str, limit: int, clear: bool) -> None:
 @click.argument("spider", callback=check_spider)
 def pause(spider: str) -> None:
     """Stop every worker of SPIDER leasing new requests (they stay up; in-flight pages finish)."""
-    control.pause(connect(), keys(spider))
+    server = connect()
+    control.pause(server, keys(spider, server))
     click.echo(f"{spider} paused: workers take no new requests within FRONTIER_POLL_INTERVAL; `crawlhub resume {spider}`")
 
 
@@ -75,7 +77,8 @@ def pause(spider: str) -> None:
 @click.argument("spider", callback=check_spider)
 def resume(spider: str) -> None:
     """Let SPIDER's workers lease again after `crawlhub pause`."""
-    click.echo(f"{spider} resumed" if control.resume(connect(), keys(spider)) else f"{spider} was not paused")
+    server = connect()
+    click.echo(f"{spider} resumed" if control.resume(server, keys(spider, server)) else f"{spider} was not paused")
 
 
 @click.command()
@@ -86,7 +89,8 @@ def resume(spider: str) -> None:
 def budget(spider: str, pages: int | None, clear: bool, reset_used: bool) -> None:
     """Show or set SPIDER's cluster-wide crawl budget (requests the cluster may take)."""
     try:
-        state = control.budget(connect(), keys(spider), settings().getint("CRAWL_BUDGET"), pages, clear, reset_used)
+        server = connect()
+        state = control.budget(server, keys(spider, server), settings().getint("CRAWL_BUDGET"), pages, clear, reset_used)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="PAGES") from None
     click.echo(f"budget of {spider}: {state['limit'] or 'no limit'}; {state['used']} requests taken; {state['queued']} queued")
@@ -98,7 +102,7 @@ def budget(spider: str, pages: int | None, clear: bool, reset_used: bool) -> Non
 def reset(spider: str, yes: bool) -> None:
     """Delete SPIDER's whole crawl state: seeds, queue, dupefilter, in flight, DLQ, stats, audit log, workers."""
     server = connect()
-    spider_keys = keys(spider)
+    spider_keys = keys(spider, server)
     present = [k for k in control.existing_keys(server, spider_keys) if server.exists(k)]
     if not yes and not click.confirm(f"Delete {len(present)} key(s) of {spider} (queue, dupefilter, in flight, DLQ, "
                                      f"stats, audit log, workers)?", default=False):

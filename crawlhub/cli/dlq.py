@@ -22,7 +22,8 @@ def group() -> None:
 @click.option("--limit", default=50, show_default=True)
 def list_(spider: str, limit: int) -> None:
     """One line per dead letter: index, URL, attempts, last status or error."""
-    entries = control.dead_letters(connect(), keys(spider))
+    server = connect()
+    entries = control.dead_letters(server, keys(spider, server))
     for index, (_, letter) in enumerate(entries[:limit]):
         last = f"HTTP {letter.status}" if letter.status else letter.error
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(letter.last_attempt))
@@ -35,7 +36,8 @@ def list_(spider: str, limit: int) -> None:
 @click.argument("index", type=int)
 def show(spider: str, index: int) -> None:
     """The whole record of dead letter INDEX (from `dlq list`)."""
-    entries = control.dead_letters(connect(), keys(spider))
+    server = connect()
+    entries = control.dead_letters(server, keys(spider, server))
     if not 0 <= index < len(entries):
         raise click.ClickException(f"no dead letter {index}: there are {len(entries)}")
     record = asdict(entries[index][1])
@@ -52,7 +54,8 @@ def requeue(spider: str, indexes: tuple[int, ...], everything: bool) -> None:
     """Put dead letters back in the queue with their attempts reset."""
     if not indexes and not everything:
         raise click.UsageError("name the INDEXES to requeue (see `crawlhub dlq list`), or --all")
-    server, spider_keys = connect(), keys(spider)
+    server = connect()
+    spider_keys = keys(spider, server)
     entries = control.dead_letters(server, spider_keys)
     done = 0
     for index in range(len(entries)) if everything else indexes:

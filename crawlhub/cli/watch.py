@@ -90,7 +90,7 @@ def health(spider: str, max_age: float | None, any_host: bool) -> None:
     now = time.time()
     dead_after = max_age or current.getfloat("WORKER_DEAD_AFTER") or 3 * current.getfloat("WORKER_HEARTBEAT_INTERVAL")
     host = socket.gethostname()
-    workers = [w for w in worker_rows(server.hgetall(keys(spider).workers), now, dead_after)
+    workers = [w for w in worker_rows(server.hgetall(keys(spider, server).workers), now, dead_after)
                if any_host or w.get("host") == host]
     alive = [w for w in workers if w["alive"]]
     if not alive:
@@ -118,7 +118,7 @@ def log(spider: str, follow: bool, status_filter: str | None, domain: str | None
     entries, last_id = read_log(server, spider, limit, status_filter, domain)
     for entry in entries:
         show(entry)
-    stream = keys(spider).log
+    stream = keys(spider, server).log
     while follow:
         got: list[tuple[bytes, list[tuple[bytes, dict[bytes, bytes]]]]] = server.xread(  # type: ignore[assignment]
             {stream: last_id}, block=2000, count=500)

@@ -23,8 +23,8 @@ from scrapy.exceptions import NotConfigured
 from scrapy.http import Request, Response
 from twisted.internet import task
 
-from crawlhub.components import frontier_of
-from crawlhub.connection import REDIS_COMMANDS_STAT, get_redis, worker_id
+from crawlhub.components import frontier_of, redis_of
+from crawlhub.connection import REDIS_COMMANDS_STAT, worker_id
 from crawlhub.frontier.keys import spider_keys
 
 if TYPE_CHECKING:
@@ -98,7 +98,7 @@ class WorkerRegistry:
             self.pages += 1
 
     def spider_opened(self, spider: Spider) -> None:
-        self.server = get_redis(self.crawler.settings, self.crawler.stats)
+        self.server = redis_of(self.crawler)
         self.beat()
         self.timer = task.LoopingCall(self.beat)
         self.timer.start(self.interval, now=False)
