@@ -139,8 +139,8 @@ class FrontierClient:
         fin = self.leases.take_finished()
         self.pending_enq, self.pending_ack, self.safe_acks = [], [], []
         try:
-            if n and not self.ops.single and time.monotonic() - self.limits_read_at >= max(
-                    0.5, self.settings.getfloat("FRONTIER_POLL_INTERVAL")):  # partitioned: run-time limits
+            if n and self.keys.tagged and time.monotonic() - self.limits_read_at >= max(
+                    0.5, self.settings.getfloat("FRONTIER_POLL_INTERVAL")):  # tagged: run-time limits (cluster-wide)
                 self.limits_read_at, self.ops.limits = time.monotonic(), read_limits(self.server)
             outcome = self.ops.tick(enq, fin, ack, n, self.worker, self.lease_ttl, self.budget, self.live_workers,
                                     self.leases.held() if n and self.live_workers > 1 else None, safe_acks=safe)
@@ -199,6 +199,9 @@ class FrontierClient:
             self.budget_exhausted = self.budget_exhausted and verdict == "vanished"
             if verdict == "vanished":
                 self.lost = self.epoch.lost(len(self.leases))
+            elif verdict == "moved":
+                self.lost = self._keep_layout()
+            if self.lost:
                 for callback in self.on_lost:
                     callback(self.lost)
         self.work_waiting = bool(result.waiting)
@@ -213,6 +216,28 @@ class FrontierClient:
         if requests:
             self.stats.inc_value("scheduler/dequeued/redis", len(requests))
         return requests, result
+
+    def _keep_layout(self) -> str:
+        """After a reset: the reset deleted the layout record with the rest of the crawl, and this worker goes on
+        in its layout (its key names), so it records it again (NX: the first worker to see the reset does), and a
+        worker started after the reset finds the names the running ones use. A worker that started in between
+        has laid out the frontier anew (another partition count, or grouped keys where this worker's crawl had
+        them ungrouped): this worker cannot go on beside it; why, for the close ("" when it goes on)."""
+        keys = self.keys
+        try:
+            if self.server.set(keys.layout, keys.layout_record, nx=True):
+                return ""
+            raw = self.server.get(keys.layout)
+        except REDIS_ERRORS:
+            return ""  # (Redis is down: the record is made again by the next worker that starts)
+        stored = raw.decode() if isinstance(raw, bytes) else str(raw or "")
+        if stored == keys.layout_record:
+            return ""
+        why = (f"the frontier of {keys.spider} was reset and laid out anew by another worker ({keys.layout} = "
+               f"{stored!r}) while this one ran in the layout {keys.layout_record!r}")
+        logger.error("%s: their key names differ. This worker puts back the %d pages it holds and stops (close "
+                     "reason frontier_lost); restart it to work in the new layout.", why, len(self.leases))
+        return why
 
     def _refused(self, lease_id: str, payload: bytes, why: str) -> None:
         """A payload that does not decode: set aside with why (never executed), its lease ended."""

@@ -128,8 +128,9 @@ class PartKeys:
     cluster-wide (``crawlhub:domain:<d>``). Tagged (several partitions, or a Redis Cluster),
     every name starts with the partition's hash tag ``{<spider>:<p>}``, so one partition is
     one Redis Cluster slot and a script never crosses slots. ``paused``, ``budget``,
-    ``budget_used`` and ``limits`` are set only untagged: tagged, the client checks them
-    (they are global to the spider or the cluster, in other slots).
+    ``budget_used`` and ``epoch`` are set untagged, and for the one partition of a grouped
+    layout (they share its slot: Keys.one_call); ``limits`` untagged only. Else the client
+    checks them (global to the spider or the cluster, in other slots).
     """
 
     tag: str  # "" untagged, else "{<spider>:<p>}"
@@ -174,6 +175,10 @@ class PartKeys:
                 if k not in ("tag", "domain") and v and v not in shared]
 
 
+# the spider's keys that every lease round reads (or writes, the hints and the budget): one hash tag for all of
+# them when the frontier is tagged (Keys.grouped), so that on a Redis Cluster they are one master's
+GROUPED = ("epoch", "paused", "budget", "budget_used", "ready")
+
 PART_FIELDS = ("queue", "schedule", "queued", "dupefilter", "seen", "inflight", "leases", "lease_seq", "delayed", "dlq",
                "revisits")
 
@@ -214,6 +219,10 @@ class Keys:
     # the partitions' tags are placed (placed_tag: even over a cluster's masters); False: {<spider>:<p>}, the
     # tags of a frontier laid out before crawlhub placed them (its record at ``layout`` says "tagged")
     placed: bool = False
+    # the keys every lease round reads (GROUPED) share partition 0's hash tag, so that on a Redis Cluster a round
+    # asks one master for them, the one of partition 0, not up to one per key; False: ``<spider>:<name>``, the
+    # names of a frontier laid out before crawlhub grouped them (its record says "placed" or "tagged")
+    grouped: bool = False
     queue_key: str = ""  # SCHEDULER_QUEUE_KEY, expanded (untagged partition's queue prefix)
     dupefilter_key: str = ""  # SCHEDULER_DUPEFILTER_KEY, expanded
 
@@ -230,12 +239,12 @@ class Keys:
             spider=spider,
             seeds=seeds_key(settings, spider),
             dupefilter_config=f"{dupefilter}:config",
-            budget=f"{spider}:budget",
-            budget_used=f"{spider}:budget_used",
+            budget="",
+            budget_used="",
             reclaim_lock=f"{spider}:reclaim_lock",
             reclaim_turn=f"{spider}:reclaim_turn",
             stats=f"{spider}:stats",
-            paused=f"{spider}:paused",
+            paused="",
             bad_seeds=f"{spider}:bad_seeds",
             bad_requests=f"{spider}:bad_requests",
             workers=f"{spider}:workers",
@@ -244,25 +253,41 @@ class Keys:
             log=f"{spider}:log",
             refresher=f"{spider}:refresher",
             layout=f"{spider}:partitions",
-            epoch=f"{spider}:epoch",
+            epoch="",  # (GROUPED: named by with_partitions)
             incidents=f"{spider}:incidents",
-            ready=f"{spider}:ready",
+            ready="",
             seeded=f"{spider}:seeded",
-            partitions=count,
-            tagged=count > 1 or cluster,
-            placed=count > 1,
             queue_key=str(settings.get("SCHEDULER_QUEUE_KEY", "%(spider)s:requests")) % {"spider": spider},
             dupefilter_key=dupefilter,
-        )
+        ).with_partitions(count, cluster)
 
-    def with_partitions(self, partitions: int, cluster: bool = False, placed: bool | None = None) -> Keys:
-        return replace(self, partitions=partitions, tagged=partitions > 1 or cluster,
-                       placed=partitions > 1 if placed is None else placed and partitions > 1)
+    def with_partitions(self, partitions: int, cluster: bool = False, placed: bool | None = None,
+                        grouped: bool | None = None) -> Keys:
+        """These keys for another layout: ``placed`` and ``grouped`` default to a new frontier's (placed tags with
+        several partitions; grouped when tagged), as a frontier recorded before either has them when given."""
+        tagged = partitions > 1 or cluster
+        placed = partitions > 1 if placed is None else placed and partitions > 1
+        # (grouping came after placing: a frontier recorded with unplaced tags has its round's keys ungrouped)
+        grouped = tagged and (placed or partitions == 1) if grouped is None else grouped and tagged
+        out = replace(self, partitions=partitions, tagged=tagged, placed=placed, grouped=grouped)
+        group = out.tag(0) + ":" if out.grouped else f"{self.spider}:"
+        return replace(out, epoch=group + "epoch", paused=group + "paused", budget=group + "budget",
+                       budget_used=group + "budget_used", ready=group + "ready")  # (GROUPED)
+
+    @property
+    def one_call(self) -> bool:
+        """A round is one script call: one partition whose script can read the keys of a round itself (untagged, on
+        one server; or grouped: in its slot). Else the client reads them first, and the hints say which
+        partitions to ask."""
+        return self.partitions == 1 and (not self.tagged or self.grouped)
 
     @property
     def layout_record(self) -> str:
-        """What ``layout`` holds for this layout: ``<partitions>``, then ``:placed`` or ``:tagged``."""
-        return f"{self.partitions}{':placed' if self.placed else ':tagged' if self.tagged else ''}"
+        """What ``layout`` holds for this layout: ``<partitions>``, then ``:grouped`` (placed tags with several
+        partitions, the round's keys grouped: a new tagged frontier), or, as recorded before crawlhub grouped
+        them, ``:placed`` or ``:tagged``."""
+        kind = "grouped" if self.grouped else "placed" if self.placed else "tagged" if self.tagged else ""
+        return f"{self.partitions}:{kind}" if kind else str(self.partitions)
 
     def tag(self, p: int) -> str:
         """Partition ``p``'s hash tag, braces included ("" untagged)."""
@@ -283,11 +308,15 @@ class Keys:
                 revisits=f"{s}:revisits", domain=DOMAIN, known=DOMAINS, paused=self.paused, budget=self.budget,
                 budget_used=self.budget_used, limits=LIMITS, epoch=self.epoch)
         t = self.tag(p)
+        # one grouped partition: the keys of a round are in its slot, and its script reads them (run-time limits
+        # are cluster-wide: the client reads them, as for every tagged partition)
+        own = {"paused": self.paused, "budget": self.budget, "budget_used": self.budget_used,
+               "epoch": self.epoch} if self.one_call else {}
         return PartKeys(
             tag=t, queue=f"{t}:requests", schedule=f"{t}:domains", queued=f"{t}:queued", dupefilter=f"{t}:dupefilter",
             seen=f"{t}:dupefilter:count", inflight=f"{t}:inflight", leases=f"{t}:leases", lease_seq=f"{t}:lease_seq",
             delayed=f"{t}:delayed", dlq=f"{t}:dlq", revisits=f"{t}:revisits", domain=f"{t}:domain:",
-            known=f"{t}:known")
+            known=f"{t}:known", **own)
 
     @property
     def parts(self) -> list[PartKeys]:

@@ -186,8 +186,9 @@ class Partitions:
 
     @property
     def single(self) -> bool:
-        """The classic layout: one untagged partition (the scripts check pause and budget themselves)."""
-        return not self.keys.tagged
+        """One script call per round (Keys.one_call): the classic layout (one untagged partition), or one grouped
+        partition (a Redis Cluster's default); the script checks pause, budget and the epoch itself."""
+        return self.keys.one_call
 
     def of(self, domain: str) -> FrontierOps:
         return self.ops[self.keys.partition_of(domain)]
@@ -208,9 +209,18 @@ class Partitions:
         those links are known to be queued, and, with FRONTIER_REPLICA_WAIT, on a replica too.
         """
         enqueues = self.unknown(enqueues)
-        if self.single:
+        if self.single and not self.keys.tagged:
             return RoundResult(self.ops[0].tick(enqueues, finishes, [*safe_acks, *acks], n, worker, ttl, budget,
                                                 workers, held))
+        if self.single:  # one grouped partition: its script, with the run-time limits the client read (cluster-wide)
+            ops = self.ops[0]
+            wait_for = (self.replica_wait, self.replica_wait_ms, [ops.keys.anchor]) if self.replica_wait and enqueues \
+                else None
+            (reply,) = run_scripts(self.server, [(ops.tick_script, ops.anchor, ops.tick_args(
+                enqueues, finishes, [*safe_acks, *acks], n, worker, ttl, budget, workers, held, self.limits))], wait_for)
+            if isinstance(reply, BaseException):
+                raise reply
+            return RoundResult(Tick.from_reply(reply))
         rounds: dict[int, _Round] = {}
         for op in enqueues:
             rounds.setdefault(self.keys.partition_of(op.domain), _Round()).enq.append(op)
@@ -481,7 +491,7 @@ class LayoutMismatch(RuntimeError):
 
 
 def describe(keys: Keys) -> str:
-    kind = " (hash-tagged, placed)" if keys.placed else " (hash-tagged)" if keys.tagged else ""
+    kind = " (hash-tagged, placed)" if keys.placed else " (hash-tagged)" if keys.tagged else ""  # (grouped or not)
     return f"{keys.partitions} partition{'s' if keys.partitions != 1 else ''}{kind}"
 
 
@@ -491,7 +501,8 @@ def claim_layout(server: redis.Redis, keys: Keys) -> Keys:
     A frontier's layout is fixed for its life: a domain's partition is a hash modulo the count, so
     another count would look for queued requests, leases and filter entries where they are not.
     Raises :class:`LayoutMismatch` naming both. A frontier laid out before its partitions' tags were
-    placed (recorded "tagged") keeps its tags: the keys returned are its.
+    placed (recorded "tagged"), or before the keys of a round were grouped ("placed"), keeps its names: the
+    keys returned are its.
     """
     wanted = keys.layout_record
     if server.set(keys.layout, wanted, nx=True):
@@ -503,7 +514,7 @@ def claim_layout(server: redis.Redis, keys: Keys) -> Keys:
                 f"{keys.spider} has a crawl in progress in the classic layout (one partition, untagged); this worker "
                 f"wants {describe(keys)}: finish it or `crawlhub reset {keys.spider}` first (docs/deploy.md: moving "
                 "to a Redis Cluster)")
-        if keys.tagged:  # a new frontier holds nothing: each partition's hint says so (NX: a mark already there stays)
+        if not keys.one_call:  # a new frontier holds nothing: each partition's hint says so (NX: a mark stays)
             server.zadd(keys.ready, {str(p): EMPTY + time.time() + random.uniform(0, 60) for p in range(keys.partitions)},
                         nx=True)
         return keys
@@ -521,9 +532,10 @@ def layout_of(server: redis.Redis, keys: Keys, stored: str | None = None) -> Key
     a crawl another process set up."""
     if stored is None:
         stored = text(server.get(keys.layout) or b"")
-    count, _, tag = stored.partition(":")
+    count, _, kind = stored.partition(":")
     if count.isdigit() and int(count) >= 1:
-        return keys.with_partitions(int(count), cluster=bool(tag), placed=tag == "placed")
+        return keys.with_partitions(int(count), cluster=bool(kind), placed=kind in ("placed", "grouped"),
+                                    grouped=kind == "grouped")
     return keys
 
 

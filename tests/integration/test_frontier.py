@@ -202,13 +202,15 @@ def test_a_partitioned_frontier_without_a_budget_counts_nothing_against_one(redi
     for _ in range(5):
         taken += frontier.lease(16)[0]
     assert len(taken) == 4
-    assert int(redis_client.get("nobudget:budget_used") or 0) == 0
-    redis_client.set("nobudget:budget", 6)  # a budget set now counts from now on
+    # (a partitioned frontier's budget keys share partition 0's hash tag: #30, the keys of a round grouped)
+    assert frontier.keys.budget_used.endswith("}:budget_used") and frontier.keys.budget.endswith("}:budget")
+    assert int(redis_client.get(frontier.keys.budget_used) or 0) == 0
+    redis_client.set(frontier.keys.budget, 6)  # a budget set now counts from now on
     for n in range(4, 12):
         frontier.enqueue(Request(f"https://d{n}.test/"), hashlib.sha1(str(n).encode()).hexdigest())
     for _ in range(10):
         taken += frontier.lease(16)[0]
-    assert len(taken) == 4 + 6 and int(redis_client.get("nobudget:budget_used")) == 6
+    assert len(taken) == 4 + 6 and int(redis_client.get(frontier.keys.budget_used)) == 6
 
 
 def test_a_pages_next_visit_is_handed_to_the_store_before_its_lease_can_end(redis_url, redis_client):

@@ -49,6 +49,52 @@ def test_the_layout_is_fixed_for_the_life_of_a_frontier(redis_client):
     assert not redis_client.exists("other:partitions")
 
 
+def test_a_frontier_laid_out_before_the_round_keys_were_grouped_keeps_its_names_through_a_reset(redis_url, redis_client):
+    """#30 put the keys every round reads (epoch, pause, budget, hints) under partition 0's hash tag; a frontier
+    recorded "placed" (laid out before) keeps them under their own names. A reset deletes the layout record with
+    the crawl: the running worker records its layout again with its next round, so that a worker started after
+    the reset works on the same keys; a worker that laid the frontier out anew in between stops the old one (two
+    sets of names for one crawl would split pause, budget and hints between them)."""
+    import hashlib
+    from types import SimpleNamespace
+
+    from scrapy import Request, Spider
+    from scrapy.statscollectors import MemoryStatsCollector
+
+    from crawlhub.connection import get_redis
+    from crawlhub.frontier.client import FrontierClient
+
+    settings = Settings(project_settings(REDIS_URL=redis_url, FRONTIER_PARTITIONS=4, DOMAIN_RATE=0,
+                                         DOMAIN_CONCURRENCY=0))
+
+    def worker(name: str) -> FrontierClient:
+        frontier = FrontierClient(get_redis(settings), settings, MemoryStatsCollector(SimpleNamespace(settings=settings)),
+                                  name)
+        frontier.open(Spider("old"))
+        return frontier
+
+    redis_client.set("old:partitions", "4:placed")
+    a = worker("a")
+    assert a.keys.placed and not a.keys.grouped and (a.keys.paused, a.keys.epoch) == ("old:paused", "old:epoch")
+    for n in range(3):
+        a.enqueue(Request(f"https://d{n}.test/"), hashlib.sha1(str(n).encode()).hexdigest())
+    assert len(a.lease(8)[0]) == 3
+    control.reset(redis_client, a.keys)
+    assert not redis_client.exists("old:partitions") and redis_client.exists("old:epoch")
+    taken, _ = a.lease(8)  # (the reset emptied the queue: its round reads the new epoch)
+    assert taken == [] and not a.lost
+    assert redis_client.get("old:partitions") == b"4:placed", "the running worker recorded its layout again"
+    b = worker("b")
+    assert b.keys == a.keys
+    # a worker that laid the frontier out anew between a reset and the old worker's next round
+    control.reset(redis_client, a.keys)
+    redis_client.set("old:partitions", "4:grouped")
+    lost: list[str] = []
+    a.on_lost.append(lost.append)
+    a.lease(8)
+    assert a.lost and lost == [a.lost] and "'4:grouped'" in a.lost and "'4:placed'" in a.lost
+
+
 def test_links_go_to_their_domains_partitions_and_every_request_is_leased_once(redis_client):
     parts = partitioned(redis_client)
     ops = [op(str(i), DOMAINS[i % len(DOMAINS)]) for i in range(120)]
@@ -177,7 +223,8 @@ def test_two_workers_crawl_several_sites_through_partitions_on_a_plain_redis(env
         assert set(fetched) == set(shop.pages) and max(fetched.values()) == 1, fetched
     ids = Counter(d["id"] for d in mongo_db.products.find({}, {"id": 1}))
     assert len(ids) == 3 * 80 and max(ids.values()) == 1
-    assert redis_client.get("scrapeme:partitions") == b"4:placed"  # (#30: "4:tagged" before the tags were placed)
+    # (#30: "4:tagged" before the tags were placed, "4:placed" before the keys of a round were grouped)
+    assert redis_client.get("scrapeme:partitions") == b"4:grouped"
     assert not redis_client.exists("scrapeme:requests", "scrapeme:inflight", "scrapeme:domains")
     assert any(k.startswith(b"{scrapeme:") for k in redis_client.keys("*"))
 

@@ -15,9 +15,9 @@ import pytest
 from scrapy.settings import Settings
 
 from crawlhub._utils.urls import domain_of
-from crawlhub.frontier.keys import Keys
+from crawlhub.frontier.keys import GROUPED, Keys
 from crawlhub.services import EmbeddedRedis
-from tests.harness import cli, http, start_ui, start_worker, wait_all, worker_records
+from tests.harness import cli, http, start_ui, start_worker, wait_all, wait_for, worker_records
 from tests.redis_cluster import LocalRedisCluster
 from tests.sites.shop import shop_pages
 
@@ -101,7 +101,10 @@ def test_three_workers_on_a_three_master_cluster_fetch_each_page_once(cluster_en
     assert len(used) >= 2, f"the shops' domains all fell in one partition ({used}): the test proves less"
     # every partition's keys carry its hash tag, and the crawl's keys spread over the masters
     keys = [k.decode() for k in client.scan_iter("*", count=1000)]
-    tagged = [k for k in keys if k.startswith("{scrapeme:")]
+    # (#30: the keys every round reads are grouped under partition 0's tag, whether a shop uses it or not)
+    grouped = {getattr(LAYOUT, name) for name in GROUPED}
+    assert all(name.startswith(LAYOUT.tag(0) + ":") for name in grouped) and LAYOUT.epoch in keys
+    tagged = [k for k in keys if k.startswith("{scrapeme:") and k not in grouped]
     assert tagged and all(k.startswith(tuple(LAYOUT.tag(p) + ":" for p in used)) for k in tagged), tagged[:5]
     records = worker_records(client, "scrapeme")
     assert len(records) == 3 and all(r["state"] == "finished" for r in records)
@@ -114,6 +117,57 @@ def test_three_workers_on_a_three_master_cluster_fetch_each_page_once(cluster_en
         assert "Shared frontier on Redis Cluster redis://" in worker.log() and "redis-cli -c " in worker.log()
     # a cluster worker starts no embedded Redis of its own (one did, only to print where the frontier was)
     assert not EmbeddedRedis(Path(env["CRAWLHUB_HOME"])).running()
+
+
+def test_one_partition_on_a_cluster_is_one_masters_and_one_script_call_a_round(cluster_env, cluster, site, mongo_db,
+                                                                                   tmp_path):
+    """FRONTIER_PARTITIONS=1 on a Redis Cluster (#30): the partition's keys and the keys a round reads (epoch, pause,
+    budget) share one hash tag, so the whole frontier is one master's and a round is one script call, as on one
+    redis-server; pause and a budget set with the crawlhub command hold, and every page is stored once."""
+    shops = start_shops(site)
+    client = cluster.client()
+    for port in cluster.primaries():
+        redis_client_of(port).config_resetstat()
+    env = {**cluster_env, "FRONTIER_PARTITIONS": "1"}
+    one = Keys.for_spider(Settings(), "scrapeme", partitions=1, cluster=True)
+    assert one.one_call and one.part(0).paused == one.paused == "{scrapeme:0}:paused"
+    assert cli(env, "pause", "scrapeme").returncode == 0
+    total = sum(len(s.pages) for s in shops)
+    assert cli(env, "budget", "scrapeme", str(total)).returncode == 0
+    seed(client, shops)
+    workers = [start_worker("scrapeme", env, tmp_path, f"w{i}", CONCURRENT_REQUESTS=4) for i in range(3)]
+    assert wait_for(lambda: len(worker_records(client, "scrapeme")) == 3, 60)
+    assert not wait_for(lambda: sum(len(s.fetched("/shop")) for s in shops) > len(shops), 3.0), \
+        "a paused crawl leased pages (seeds are fetched once)"
+    evalsha = {p: int(redis_client_of(p).info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
+               for p in cluster.primaries()}
+    assert cli(env, "resume", "scrapeme").returncode == 0
+    wait_all(workers, 180)
+    assert_each_page_once(shops, mongo_db)
+    assert client.get("scrapeme:partitions") == b"1:grouped"
+    assert int(client.get(one.budget_used)) == total, "the budget counted every page, in the partition's own slot"
+    node = client.get_node_from_key(one.part(0).inflight)
+    frontier = [k.decode() for k in client.scan_iter("{scrapeme:*", count=1000)]
+    assert frontier and all(k.startswith("{scrapeme:0}:") for k in frontier), frontier[:5]
+    assert not client.exists(one.ready), "hints are for rounds over several partitions: one call a round needs none"
+    calls = {p: int(redis_client_of(p).info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)) - evalsha[p]
+             for p in cluster.primaries()}
+    assert calls[node.port] > 0 and all(n == 0 for p, n in calls.items() if p != node.port), calls
+    # a worker's components share one cluster client (one COMMAND table read, about 0.7 ms of a master's CPU: two
+    # per worker with the crawl command's own check, and one per crawlhub command run here), and its pipelines
+    # route script calls by their keys without asking the server (COMMAND GETKEYS, a round trip per call)
+    stats = [redis_client_of(port).info("commandstats") for port in cluster.primaries()]
+    assert not any("cmdstat_command|getkeys" in st for st in stats), [st.get("cmdstat_command|getkeys") for st in stats]
+    tables = sum(int(st.get("cmdstat_command", {}).get("calls", 0)) for st in stats)
+    assert tables <= 3 * 2 + 3, f"{tables} COMMAND calls for 3 workers and 3 crawlhub commands"
+    for worker in workers:
+        assert "Traceback" not in worker.log(), worker.log()[-3000:]
+
+
+def redis_client_of(port: int):
+    import redis
+
+    return redis.Redis(port=port)
 
 
 def test_the_crawlhub_command_steers_a_crawl_on_a_cluster(cluster_env, cluster, site, mongo_db, tmp_path):
@@ -168,8 +222,10 @@ def test_the_crawlhub_command_steers_a_crawl_on_a_cluster(cluster_env, cluster, 
     assert "scrapeme:quality:cycles" in kept, kept
     keys = [k.decode() for k in client.scan_iter("*scrapeme*", count=1000) if k.decode() not in kept]
     # the crawl state is gone from every node; the one key kept is the new epoch, which tells workers of the reset
-    assert "scrapeme:epoch" in keys and json.loads(client.get("scrapeme:epoch"))["why"] == "reset"
-    left = [k for k in keys if k != "scrapeme:epoch"]
+    epoch = LAYOUT.epoch  # (#30: partition 0's hash tag, with the other keys every round reads)
+    assert epoch.startswith("{scrapeme:0") and epoch.endswith("}:epoch")
+    assert epoch in keys and json.loads(client.get(epoch))["why"] == "reset"
+    left = [k for k in keys if k != epoch]
     assert left == [], left
 
 
