@@ -523,7 +523,8 @@ def claim_layout(server: redis.Redis, keys: Keys) -> Keys:
     if stored and (recorded.partitions, recorded.tagged) != (keys.partitions, keys.tagged):
         raise LayoutMismatch(
             f"the frontier of {keys.spider} has {describe(recorded)}, this worker {describe(keys)}: give every worker of "
-            "a spider the same FRONTIER_PARTITIONS and the same Redis (or `crawlhub reset` the spider to start over)")
+            "a spider the same FRONTIER_PARTITIONS and the same Redis (or stop its workers and `crawlhub reset` the "
+            "spider to start over: a running worker records its layout again after a reset)")
     return recorded if stored else keys
 
 
