@@ -148,11 +148,11 @@ class _ScriptsByTheirKeys:
 
 class CrawlhubCluster(RedisCluster):
     """redis-py's cluster client, its pipelines routing script calls by their keys without asking the server
-    (:class:`_ScriptsByTheirKeys`; tests/integration/test_costs.py counts that no COMMAND GETKEYS is sent)."""
+    (:class:`_ScriptsByTheirKeys`; tests/integration/test_redis_cluster.py checks that no COMMAND GETKEYS is sent)."""
 
     def pipeline(self, transaction: Any = None, shard_hint: Any = None) -> Any:
         pipe = super().pipeline(transaction, shard_hint)  # type: ignore[no-untyped-call]
-        if hasattr(pipe, "_policy_resolver"):  # (redis-py < 6.3 routes scripts by their keys itself)
+        if hasattr(pipe, "_policy_resolver"):  # (a redis-py without policy resolvers routes scripts by their keys)
             from redis.commands.policies import StaticPolicyResolver
 
             pipe._policy_resolver = StaticPolicyResolver(fallback=_ScriptsByTheirKeys())  # type: ignore[arg-type]

@@ -231,7 +231,7 @@ class FrontierClient:
         except REDIS_ERRORS:
             return ""  # (Redis is down: the record is made again by the next worker that starts)
         stored = raw.decode() if isinstance(raw, bytes) else str(raw or "")
-        if stored == keys.layout_record:
+        if stored in ("", keys.layout_record):  # ("": deleted again between the two calls: the next round says)
             return ""
         why = (f"the frontier of {keys.spider} was reset and laid out anew by another worker ({keys.layout} = "
                f"{stored!r}) while this one ran in the layout {keys.layout_record!r}")
