@@ -146,6 +146,7 @@ def test_a_price_selector_broken_on_some_items_opens_a_coverage_event_and_keeps_
     # (the webhook posts from a thread after the event is recorded, so it may land a moment after status shows it)
     assert wait_for(lambda: any(e["subject"] == "Product.price" for e in webhook.events() if e["state"] == "opened"),
                     10), webhook.events()
+    assert any(e["subject"] == "Product.price" for e in webhook.events() if e["state"] == "opened")
     report = quality(env)[1]
     assert report["figures"]["coverage"]["Product.price"]["share"] < 0.9 and report["score"] < 100
     assert report["figures"]["quarantined_by_reason"].get("price missing", 0) >= 24

@@ -170,10 +170,15 @@ def redis_client_of(port: int):
     return redis.Redis(port=port)
 
 
-def test_the_crawlhub_command_steers_a_crawl_on_a_cluster(cluster_env, cluster, site, mongo_db, tmp_path):
+@pytest.mark.parametrize("recorded", ["", f"{PARTITIONS}:placed"], ids=["new", "laid-out-by-30"])
+def test_the_crawlhub_command_steers_a_crawl_on_a_cluster(cluster_env, cluster, site, mongo_db, tmp_path, recorded):
+    """The crawlhub command on a new frontier, and on one laid out by #30 (recorded "placed": the keys every round
+    reads under their own names, "scrapeme:epoch"...), which workers and commands of today keep using."""
     shops = start_shops(site, delay=0.1)
     client = cluster.client()
     env = cluster_env
+    if recorded:
+        client.set("scrapeme:partitions", recorded)
     for shop in shops:
         assert cli(env, "seed", "scrapeme", f"{shop.url}/shop/").returncode == 0
     assert cli(env, "pause", "scrapeme").returncode == 0
@@ -222,10 +227,14 @@ def test_the_crawlhub_command_steers_a_crawl_on_a_cluster(cluster_env, cluster, 
     assert "scrapeme:quality:cycles" in kept, kept
     keys = [k.decode() for k in client.scan_iter("*scrapeme*", count=1000) if k.decode() not in kept]
     # the crawl state is gone from every node; the one key kept is the new epoch, which tells workers of the reset
-    epoch = LAYOUT.epoch  # (#30: partition 0's hash tag, with the other keys every round reads)
-    assert epoch.startswith("{scrapeme:0") and epoch.endswith("}:epoch")
-    assert epoch in keys and json.loads(client.get(epoch))["why"] == "reset"
-    left = [k for k in keys if k != epoch]
+    if recorded:
+        assert "scrapeme:epoch" in keys and json.loads(client.get("scrapeme:epoch"))["why"] == "reset"
+        left = [k for k in keys if k != "scrapeme:epoch"]
+    else:
+        epoch = LAYOUT.epoch  # (#30: partition 0's hash tag, with the other keys every round reads)
+        assert epoch.startswith("{scrapeme:0") and epoch.endswith("}:epoch")
+        assert epoch in keys and json.loads(client.get(epoch))["why"] == "reset"
+        left = [k for k in keys if k != epoch]
     assert left == [], left
 
 

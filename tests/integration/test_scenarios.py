@@ -218,7 +218,8 @@ def test_scenario(scenario, request, env, site, mongo_db, tmp_path):
     if not revisiting:
         assert figures["left"] == 0, figures
     assert not any("frontier_lost" in w.log() for w in workers)
-    assert not any("Traceback" in w.log() for w in workers), [w.name for w in workers if "Traceback" in w.log()]
+    assert not any("Traceback" in w.log() for w in workers), [
+        (w.name, w.log()[max(0, w.log().index("Traceback") - 600):][:3000]) for w in workers if "Traceback" in w.log()]
 
 
 def _frontier_state(env, spider) -> dict:

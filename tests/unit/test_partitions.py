@@ -30,17 +30,19 @@ def test_a_partition_is_one_hash_tag_and_a_domain_has_one_partition():
         assert all(n.startswith("{sp:%d}:" % p) for n in names), names  # noqa: UP031
         assert part.paused is None and part.budget is None and part.limits is None
     # placed (#30): one tag per partition all the same, {sp:<p>:<3 letters>}, in the middle of its share of the slots;
-    # a frontier laid out by #30 (recorded "placed") keeps the round's keys under their own names
-    placed = keys.with_partitions(8, grouped=False)
-    assert placed.placed and placed.layout_record == "8:placed" and unplaced.layout_record == "8:tagged"
-    assert "{" not in placed.paused + placed.budget + placed.seeds + placed.ready + placed.stats
-    assert placed.epoch == "sp:epoch" and placed.budget_used == "sp:budget_used"
+    # `keys` is a frontier laid out by #30 (recorded "placed"): the round's keys under their own names
+    grouped = keys
+    keys = grouped.with_partitions(8, grouped=False)
+    assert keys.placed and keys.layout_record == "8:placed" and unplaced.layout_record == "8:tagged"
+    assert "{" not in keys.paused + keys.budget + keys.seeds + keys.ready + keys.stats
+    assert keys.epoch == "sp:epoch" and keys.budget_used == "sp:budget_used"
     # grouped (a new tagged frontier): the keys every round reads share partition 0's tag (one master's on a cluster)
-    assert keys.placed and keys.grouped and keys.layout_record == "8:grouped"
-    tag0 = keys.part(0).tag
-    assert [keys.epoch, keys.paused, keys.budget, keys.budget_used, keys.ready] == [
+    assert grouped.placed and grouped.grouped and grouped.layout_record == "8:grouped"
+    tag0 = grouped.part(0).tag
+    assert [grouped.epoch, grouped.paused, grouped.budget, grouped.budget_used, grouped.ready] == [
         f"{tag0}:epoch", f"{tag0}:paused", f"{tag0}:budget", f"{tag0}:budget_used", f"{tag0}:ready"]
-    assert "{" not in keys.seeds + keys.stats + keys.workers + keys.layout + keys.log  # (the rest keep their names)
+    assert "{" not in grouped.seeds + grouped.stats + grouped.workers + grouped.layout + grouped.log  # (the rest keep theirs)
+    assert [grouped.part(p) for p in range(8)] == [keys.part(p) for p in range(8)], "the same partition keys"
     for p in range(8):
         part = keys.part(p)
         names = [*part.names(), part.domain_state("a.test"), part.domain_active("a.test")]
