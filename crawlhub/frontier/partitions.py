@@ -80,6 +80,34 @@ class _Round:
     n: int = 0
 
 
+class DuplicateShare:
+    """The share of a worker's links (past its local filter) that the shared filter already holds, and
+    whether reading the filter before a round pays: a SISMEMBER costs Redis about 1 us a link and the read
+    a round trip; a duplicate sent into the tick script costs about 3 us more than a new link. Reading
+    pays above about a third; below ``READ_FROM`` the links go straight to the round. Learnt from every
+    round (the read's answers, or the script's count of new links), weighted by the links seen."""
+
+    READ_FROM = 0.3
+    MEMORY = 256  # links: the weight of what was learnt before
+    PRIOR = 16
+
+    def __init__(self) -> None:
+        self.share = 0.5  # a new worker reads first until it knows better (a prior worth PRIOR links)
+        self.weight = self.PRIOR
+
+    def learn(self, duplicates: int, checked: Sequence[Any]) -> None:
+        n = len(checked)
+        if n <= 0:
+            return
+        seen = min(1.0, max(0.0, duplicates / n))
+        total = min(self.weight, self.MEMORY) + n
+        self.share = (self.share * min(self.weight, self.MEMORY) + seen * n) / total
+        self.weight = total
+
+    def worth_reading(self) -> bool:
+        return self.share >= self.READ_FROM
+
+
 @dataclass
 class RoundResult:
     """A round over several partitions: the merged Tick, and what could not be sent (Redis, or a node, down)."""
@@ -154,6 +182,7 @@ class Partitions:
                                 filters[p] if filters else None, factor_max, recovery)
                     for p in range(keys.partitions)]
         self.limits: dict[str, Any] = {}  # run-time limits (tagged: read by the client, sent in each tick)
+        self.duplicates = DuplicateShare()  # whether a round reads the filter first (unknown)
         self._hint = server.register_script(source("hint"))
         self._probe = server.register_script(source("probe"))
 
@@ -208,7 +237,16 @@ class Partitions:
         links in another partition this round is held for the next round (``deferred_ack``), when
         those links are known to be queued, and, with FRONTIER_REPLICA_WAIT, on a replica too.
         """
-        enqueues = self.unknown(enqueues)
+        ops = list(enqueues)
+        sent = self.unknown(ops)
+        result = self._round(sent, finishes, acks, n, worker, ttl, budget, workers, held, safe_acks)
+        if sent is ops and not result.failed:  # not read first: the script's count of new links says how many were
+            self.duplicates.learn(len(ops) - result.tick.added, self._checkable(ops))
+        return result
+
+    def _round(self, enqueues: list[EnqueueOp], finishes: Iterable[Finish], acks: Iterable[str], n: int, worker: str,
+               ttl: float, budget: int, workers: int, held: Mapping[str, int] | None,
+               safe_acks: Iterable[str]) -> RoundResult:
         if self.single and not self.keys.tagged:
             return RoundResult(self.ops[0].tick(enqueues, finishes, [*safe_acks, *acks], n, worker, ttl, budget,
                                                 workers, held))
@@ -301,22 +339,33 @@ class Partitions:
         self._after(hints, reserved - len(merged.taken) if counted else 0)
         return result
 
+    def _checkable(self, ops: list[EnqueueOp]) -> list[tuple[int, list[Any]]]:
+        """The enqueues the exact filter's sets can be read for: (index, the filter's spec). Forced requests,
+        requests that replace a lease and the Bloom filters' links always go."""
+        return [(i, spec) for i, op in enumerate(ops) if not op.force and not op.ends_lease
+                for spec in [self.of(op.domain).dupefilter.spec(op.fingerprint)] if spec[0] == "s"]
+
     def unknown(self, enqueues: Iterable[EnqueueOp]) -> list[EnqueueOp]:
         """The enqueues the shared filter may not have yet: the exact filter's sets are read first (one
         pipelined SISMEMBER per link, no script), and a link they hold is not sent with the round (most
         links are duplicates: the read costs Redis a third of a duplicate's trip through the tick script,
         and its payload never travels). Only a read: the script still decides, atomically, for the rest.
-        Forced requests, requests that replace a lease and the Bloom filters' links always go."""
-        ops = list(enqueues)
-        checks = [(i, spec) for i, op in enumerate(ops) if not op.force and not op.ends_lease
-                  for spec in [self.of(op.domain).dupefilter.spec(op.fingerprint)] if spec[0] == "s"]
-        if len(checks) < 2:
+        Forced requests, requests that replace a lease and the Bloom filters' links always go.
+
+        Read only while it pays (:class:`DuplicateShare`): when few of the links are duplicates (a site
+        with no menu, the worker's local filter catching the repeats) the read is a round trip and a
+        command per link for nothing, and the links go straight to the round, whose count of new links
+        keeps the estimate current. Returns ``enqueues`` itself (the same list) when nothing was read."""
+        ops = enqueues if isinstance(enqueues, list) else list(enqueues)
+        checks = self._checkable(ops)
+        if len(checks) < 2 or not self.duplicates.worth_reading():
             return ops
         pipe = self.server.pipeline(transaction=False)
         for _, spec in checks:
             pipe.sismember(spec[1], spec[2])
         found = {i for (i, _), present in zip(checks, pipe.execute(), strict=True) if present}
-        return [op for i, op in enumerate(ops) if i not in found] if found else ops
+        self.duplicates.learn(len(found), checks)
+        return [op for i, op in enumerate(ops) if i not in found]
 
     def _prepare(self, n: int, budget: int) -> tuple[str, int, bool, list[int], float | None, str, dict[int, float]]:
         """Pause, budget, the ready partitions and the frontier's epoch: (status, requests to lease, whether they

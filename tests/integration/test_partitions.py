@@ -360,3 +360,34 @@ def test_balance_is_refused_where_there_is_nothing_to_balance(env, redis_client)
     assert out.returncode == 2, out.stdout + out.stderr
     assert "--balance is for a partitioned frontier on a Redis Cluster" in out.stderr and "Traceback" not in out.stderr
     assert sorted(redis_client.keys("*")) == before
+
+
+def test_a_round_stops_reading_the_filter_first_while_few_links_are_duplicates_and_reads_again_when_many_are(redis_client):
+    """The read first (SISMEMBER per link) pays only when many links are duplicates: a worker whose links are
+    new sends them straight to the round, and the round's count of new links brings the read back."""
+    parts = partitioned(redis_client, partitions=1)
+
+    def sismembers() -> int:
+        return int(redis_client.info("commandstats").get("cmdstat_sismember", {}).get("calls", 0))
+
+    assert parts.duplicates.worth_reading(), "a new worker reads first"
+    for r in range(20):  # every link new
+        parts.tick([op(f"new{r}-{i}", "a.test") for i in range(8)])
+    assert not parts.duplicates.worth_reading()
+    before = sismembers()
+    result = parts.tick([op(f"later{i}", "a.test") for i in range(8)])
+    assert sismembers() == before, "links that are mostly new go without the read"
+    assert result.tick.added == 8
+    # now the site repeats itself: every link is one the filter holds; sent unread, the script still drops them
+    again = [op(f"new{r}-{i}", "a.test") for r in range(20) for i in range(8)]
+    queued = parts.counts()["queued"]
+    rounds = 0
+    while not parts.duplicates.worth_reading():
+        result = parts.tick(again[rounds * 8:(rounds + 1) * 8])
+        assert result.tick.added == 0, "a duplicate sent unread is still not queued twice"
+        rounds += 1
+        assert rounds < 20, "the round's count of new links did not bring the read back"
+    assert parts.counts()["queued"] == queued
+    before = sismembers()
+    kept = parts.unknown(again[:8])
+    assert kept == [] and sismembers() == before + 8, "read first again: duplicates stay in the worker"
