@@ -58,6 +58,7 @@ class Upkeep:
         self._idle_gap = self._idle_next = 0.0
         self.not_before = 0.0  # monotonic time before which no domain can be ready
         self._wakeup: DelayedCall | None = None
+        self._nudge: DelayedCall | None = None
         self._last_renew = self._last_reclaim = self._last_count = 0.0
         frontier.on_redis_back.append(self._renew_now)
         if on_store_drained is not None:
@@ -74,8 +75,9 @@ class Upkeep:
         for timer in self.timers:
             if timer.running:
                 timer.stop()
-        if self._wakeup is not None and self._wakeup.active():
-            self._wakeup.cancel()
+        for call in (self._wakeup, self._nudge):
+            if call is not None and call.active():
+                call.cancel()
 
     def _renew_now(self) -> None:
         self._last_renew = 0.0
@@ -149,6 +151,15 @@ class Upkeep:
             reactor: Any = installed  # the running reactor (typed as a module by Twisted's stubs)
             # a hair later than asked: a timer that fires early would find nothing ready yet
             self._wakeup = reactor.callLater(max(seconds, 0.0) + 0.002, self.wake)
+
+    def nudge_in(self, seconds: float) -> None:
+        """Wake the engine in ``seconds`` at the latest, whatever other wake-up is due (the lease gate's wait:
+        a completing download usually asks sooner)."""
+        if self._nudge is None or not self._nudge.active():
+            from twisted.internet import reactor as installed
+
+            reactor: Any = installed
+            self._nudge = reactor.callLater(max(seconds, 0.0) + 0.001, self.wake)
 
     # -- leases -----------------------------------------------------------------------------------------
     def maintain(self) -> None:
