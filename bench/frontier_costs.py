@@ -245,7 +245,7 @@ def full_speed(home: Path, pages: int) -> None:
               f"included): {sum(int(v['usec']) for v in stats.values()) / n:.1f} us/page")
         rows = sorted(((k[8:], int(v["calls"]), int(v["usec"])) for k, v in stats.items()), key=lambda r: -r[2])
         for name, calls, usec in rows[:12]:
-            print(f"  {name:16} {calls / n:6.2f} calls/page {usec / n:7.2f} us/page {usec / max(1, calls):8.2f} us/call")
+            print(f"  {name:16} {calls / n:6.4f} calls/page {usec / n:7.2f} us/page {usec / max(1, calls):8.2f} us/call")
     finally:
         site.terminate()
         site.wait()
