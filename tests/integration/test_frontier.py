@@ -180,11 +180,9 @@ def test_a_lease_end_that_redis_did_not_take_is_held_and_sent_when_it_is_back(tm
         server.stop()
 
 
-@pytest.mark.parametrize("recorded", ["", "3:placed"], ids=["new", "laid-out-by-30"])
-def test_a_partitioned_frontier_without_a_budget_counts_nothing_against_one(redis_url, redis_client, recorded):
-    """The partitioned round reserved budget only under a budget, but gave back the unused part of every round
-    (budget_used went negative, -143 in a crawl): a budget set later then read as negative. A new frontier and one
-    laid out by #30 (its budget keys under their own names, "nobudget:budget_used")."""
+def nobudget_frontier(redis_url, redis_client, recorded: str = ""):
+    """A worker's frontier client on 3 partitions with no budget (the layout ``recorded`` first, if given), and the
+    4 requests it leased."""
     from types import SimpleNamespace
 
     from scrapy import Request, Spider
@@ -205,22 +203,42 @@ def test_a_partitioned_frontier_without_a_budget_counts_nothing_against_one(redi
     taken = []
     for _ in range(5):
         taken += frontier.lease(16)[0]
-    assert len(taken) == 4
-    if recorded:  # laid out by #30: the budget keys under their own names
-        assert frontier.keys.budget_used == "nobudget:budget_used"
-        assert int(redis_client.get("nobudget:budget_used") or 0) == 0
-        redis_client.set("nobudget:budget", 6)  # a budget set now counts from now on
-    else:  # a new partitioned frontier's budget keys share partition 0's hash tag (#30: the keys of a round grouped)
-        assert frontier.keys.budget_used.endswith("}:budget_used") and frontier.keys.budget.endswith("}:budget")
-        assert int(redis_client.get(frontier.keys.budget_used) or 0) == 0
-        redis_client.set(frontier.keys.budget, 6)  # a budget set now counts from now on
+    return frontier, taken
+
+
+def lease_eight_more(frontier) -> list:
+    from scrapy import Request
+
+    taken = []
     for n in range(4, 12):
         frontier.enqueue(Request(f"https://d{n}.test/"), hashlib.sha1(str(n).encode()).hexdigest())
     for _ in range(10):
         taken += frontier.lease(16)[0]
+    return taken
+
+
+def test_a_partitioned_frontier_without_a_budget_counts_nothing_against_one(redis_url, redis_client):
+    """The partitioned round reserved budget only under a budget, but gave back the unused part of every round
+    (budget_used went negative, -143 in a crawl): a budget set later then read as negative."""
+    frontier, taken = nobudget_frontier(redis_url, redis_client)
+    assert len(taken) == 4
+    # (a partitioned frontier's budget keys share partition 0's hash tag: #30, the keys of a round grouped)
+    assert frontier.keys.budget_used.endswith("}:budget_used") and frontier.keys.budget.endswith("}:budget")
+    assert int(redis_client.get(frontier.keys.budget_used) or 0) == 0
+    redis_client.set(frontier.keys.budget, 6)  # a budget set now counts from now on
+    taken += lease_eight_more(frontier)
     assert len(taken) == 4 + 6 and int(redis_client.get(frontier.keys.budget_used)) == 6
-    if recorded:
-        assert len(taken) == 4 + 6 and int(redis_client.get("nobudget:budget_used")) == 6
+
+
+def test_a_frontier_laid_out_by_30_without_a_budget_counts_nothing_against_one(redis_url, redis_client):
+    """The same on a frontier laid out by #30 (recorded "placed": its budget keys under their own names)."""
+    frontier, taken = nobudget_frontier(redis_url, redis_client, "3:placed")
+    assert len(taken) == 4
+    assert frontier.keys.budget_used == "nobudget:budget_used"
+    assert int(redis_client.get("nobudget:budget_used") or 0) == 0
+    redis_client.set("nobudget:budget", 6)  # a budget set now counts from now on
+    taken += lease_eight_more(frontier)
+    assert len(taken) == 4 + 6 and int(redis_client.get("nobudget:budget_used")) == 6
 
 
 def test_a_pages_next_visit_is_handed_to_the_store_before_its_lease_can_end(redis_url, redis_client):

@@ -206,12 +206,9 @@ def test_dead_letters_requeue_and_reset_span_every_partition(redis_client):
     assert redis_client.keys("*sp*") == [], redis_client.keys("*sp*")
 
 
-@pytest.mark.parametrize("recorded", ["", "4:placed"], ids=["new", "laid-out-by-30"])
-def test_two_workers_crawl_several_sites_through_partitions_on_a_plain_redis(env, site, redis_client, mongo_db,
-                                                                              tmp_path, recorded):
-    """FRONTIER_PARTITIONS on one Redis (to test, or to prepare a move to a cluster): the same crawl. A new frontier,
-    and one laid out by #30 (recorded "4:placed": the keys of a round under their own names) that workers of today
-    crawl on."""
+def crawl_three_shops(env, site, redis_client, mongo_db, tmp_path, recorded: str = "") -> None:
+    """Two workers crawl 3 shops through 4 partitions on one Redis (the layout ``recorded`` first, if given):
+    every page fetched once, every product stored once."""
     from collections import Counter
 
     from tests.harness import run_workers
@@ -228,12 +225,26 @@ def test_two_workers_crawl_several_sites_through_partitions_on_a_plain_redis(env
         assert set(fetched) == set(shop.pages) and max(fetched.values()) == 1, fetched
     ids = Counter(d["id"] for d in mongo_db.products.find({}, {"id": 1}))
     assert len(ids) == 3 * 80 and max(ids.values()) == 1
-    if recorded:
-        assert redis_client.get("scrapeme:partitions") == b"4:placed"  # (#30: "4:tagged" before the tags were placed)
-        assert redis_client.exists("scrapeme:epoch") and redis_client.exists("scrapeme:ready")
-    else:  # ("4:placed" before the keys of a round were grouped)
-        assert redis_client.get("scrapeme:partitions") == b"4:grouped"
-        assert not redis_client.exists("scrapeme:epoch") and not redis_client.exists("scrapeme:ready")
+
+
+def test_two_workers_crawl_several_sites_through_partitions_on_a_plain_redis(env, site, redis_client, mongo_db,
+                                                                              tmp_path):
+    """FRONTIER_PARTITIONS on one Redis (to test, or to prepare a move to a cluster): the same crawl."""
+    crawl_three_shops(env, site, redis_client, mongo_db, tmp_path)
+    # (#30: "4:tagged" before the tags were placed, "4:placed" before the keys of a round were grouped)
+    assert redis_client.get("scrapeme:partitions") == b"4:grouped"
+    assert not redis_client.exists("scrapeme:epoch") and not redis_client.exists("scrapeme:ready")
+    assert not redis_client.exists("scrapeme:requests", "scrapeme:inflight", "scrapeme:domains")
+    assert any(k.startswith(b"{scrapeme:") for k in redis_client.keys("*"))
+
+
+def test_two_workers_crawl_a_frontier_laid_out_by_30_through_partitions_on_a_plain_redis(env, site, redis_client,
+                                                                                         mongo_db, tmp_path):
+    """A frontier laid out by #30 (recorded "4:placed": the keys of a round under their own names), which workers
+    of today crawl on, keeping its names."""
+    crawl_three_shops(env, site, redis_client, mongo_db, tmp_path, recorded="4:placed")
+    assert redis_client.get("scrapeme:partitions") == b"4:placed"  # (#30: "4:tagged" before the tags were placed)
+    assert redis_client.exists("scrapeme:epoch") and redis_client.exists("scrapeme:ready")
     assert not redis_client.exists("scrapeme:requests", "scrapeme:inflight", "scrapeme:domains")
     assert any(k.startswith(b"{scrapeme:") for k in redis_client.keys("*"))
 

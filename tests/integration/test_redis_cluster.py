@@ -170,10 +170,9 @@ def redis_client_of(port: int):
     return redis.Redis(port=port)
 
 
-@pytest.mark.parametrize("recorded", ["", f"{PARTITIONS}:placed"], ids=["new", "laid-out-by-30"])
-def test_the_crawlhub_command_steers_a_crawl_on_a_cluster(cluster_env, cluster, site, mongo_db, tmp_path, recorded):
-    """The crawlhub command on a new frontier, and on one laid out by #30 (recorded "placed": the keys every round
-    reads under their own names, "scrapeme:epoch"...), which workers and commands of today keep using."""
+def steer_a_crawl_and_reset_it(cluster_env, cluster, site, mongo_db, tmp_path, recorded: str = ""):
+    """Every crawlhub command on a crawl on the cluster (the layout ``recorded`` first, if given), ending with a
+    reset: the client, and the keys named for scrapeme after the reset (its quality history aside)."""
     shops = start_shops(site, delay=0.1)
     client = cluster.client()
     env = cluster_env
@@ -226,15 +225,26 @@ def test_the_crawlhub_command_steers_a_crawl_on_a_cluster(cluster_env, cluster, 
     kept = [k.decode() for k in client.scan_iter("scrapeme:quality:*", count=1000)]
     assert "scrapeme:quality:cycles" in kept, kept
     keys = [k.decode() for k in client.scan_iter("*scrapeme*", count=1000) if k.decode() not in kept]
+    return client, keys
+
+
+def test_the_crawlhub_command_steers_a_crawl_on_a_cluster(cluster_env, cluster, site, mongo_db, tmp_path):
+    client, keys = steer_a_crawl_and_reset_it(cluster_env, cluster, site, mongo_db, tmp_path)
     # the crawl state is gone from every node; the one key kept is the new epoch, which tells workers of the reset
-    if recorded:
-        assert "scrapeme:epoch" in keys and json.loads(client.get("scrapeme:epoch"))["why"] == "reset"
-        left = [k for k in keys if k != "scrapeme:epoch"]
-    else:
-        epoch = LAYOUT.epoch  # (#30: partition 0's hash tag, with the other keys every round reads)
-        assert epoch.startswith("{scrapeme:0") and epoch.endswith("}:epoch")
-        assert epoch in keys and json.loads(client.get(epoch))["why"] == "reset"
-        left = [k for k in keys if k != epoch]
+    epoch = LAYOUT.epoch  # (#30: partition 0's hash tag, with the other keys every round reads)
+    assert epoch.startswith("{scrapeme:0") and epoch.endswith("}:epoch")
+    assert epoch in keys and json.loads(client.get(epoch))["why"] == "reset"
+    left = [k for k in keys if k != epoch]
+    assert left == [], left
+
+
+def test_the_crawlhub_command_steers_a_crawl_laid_out_by_30_on_a_cluster(cluster_env, cluster, site, mongo_db,
+                                                                          tmp_path):
+    """A frontier laid out by #30 (recorded "placed": the keys every round reads under their own names,
+    "scrapeme:epoch"...), which workers and commands of today keep using."""
+    client, keys = steer_a_crawl_and_reset_it(cluster_env, cluster, site, mongo_db, tmp_path, f"{PARTITIONS}:placed")
+    assert "scrapeme:epoch" in keys and json.loads(client.get("scrapeme:epoch"))["why"] == "reset"
+    left = [k for k in keys if k != "scrapeme:epoch"]
     assert left == [], left
 
 

@@ -30,19 +30,17 @@ def test_a_partition_is_one_hash_tag_and_a_domain_has_one_partition():
         assert all(n.startswith("{sp:%d}:" % p) for n in names), names  # noqa: UP031
         assert part.paused is None and part.budget is None and part.limits is None
     # placed (#30): one tag per partition all the same, {sp:<p>:<3 letters>}, in the middle of its share of the slots;
-    # `keys` is a frontier laid out by #30 (recorded "placed"): the round's keys under their own names
-    grouped = keys
-    keys = grouped.with_partitions(8, grouped=False)
-    assert keys.placed and keys.layout_record == "8:placed" and unplaced.layout_record == "8:tagged"
-    assert "{" not in keys.paused + keys.budget + keys.seeds + keys.ready + keys.stats
-    assert keys.epoch == "sp:epoch" and keys.budget_used == "sp:budget_used"
+    # a frontier laid out by #30 (recorded "placed") keeps the round's keys under their own names
+    placed = keys.with_partitions(8, grouped=False)
+    assert placed.placed and placed.layout_record == "8:placed" and unplaced.layout_record == "8:tagged"
+    assert "{" not in placed.paused + placed.budget + placed.seeds + placed.ready + placed.stats
+    assert placed.epoch == "sp:epoch" and placed.budget_used == "sp:budget_used"
     # grouped (a new tagged frontier): the keys every round reads share partition 0's tag (one master's on a cluster)
-    assert grouped.placed and grouped.grouped and grouped.layout_record == "8:grouped"
-    tag0 = grouped.part(0).tag
-    assert [grouped.epoch, grouped.paused, grouped.budget, grouped.budget_used, grouped.ready] == [
+    assert keys.placed and keys.grouped and keys.layout_record == "8:grouped"
+    tag0 = keys.part(0).tag
+    assert [keys.epoch, keys.paused, keys.budget, keys.budget_used, keys.ready] == [
         f"{tag0}:epoch", f"{tag0}:paused", f"{tag0}:budget", f"{tag0}:budget_used", f"{tag0}:ready"]
-    assert "{" not in grouped.seeds + grouped.stats + grouped.workers + grouped.layout + grouped.log  # (the rest keep theirs)
-    assert [grouped.part(p) for p in range(8)] == [keys.part(p) for p in range(8)], "the same partition keys"
+    assert "{" not in keys.seeds + keys.stats + keys.workers + keys.layout + keys.log  # (the rest keep their names)
     for p in range(8):
         part = keys.part(p)
         names = [*part.names(), part.domain_state("a.test"), part.domain_active("a.test")]
@@ -56,6 +54,18 @@ def test_a_partition_is_one_hash_tag_and_a_domain_has_one_partition():
     with pytest.raises(AttributeError, match="8 partitions"):
         keys.inflight  # noqa: B018
     assert Keys.for_spider(Settings(project_settings()), "sp", partitions=1, cluster=True).part(0).tag == "{sp:0}"
+
+
+def test_a_frontier_laid_out_by_30_keeps_the_keys_of_a_round_under_their_own_names():
+    """Recorded "placed" (laid out by #30, before the keys every round reads were grouped): the same partition
+    keys as a new frontier, and epoch, pause, budget and hints under their own names."""
+    grouped = layout(8)
+    unplaced = grouped.with_partitions(8, placed=False)
+    keys = grouped.with_partitions(8, grouped=False)
+    assert keys.placed and keys.layout_record == "8:placed" and unplaced.layout_record == "8:tagged"
+    assert "{" not in keys.paused + keys.budget + keys.seeds + keys.ready + keys.stats
+    assert keys.epoch == "sp:epoch" and keys.budget_used == "sp:budget_used"
+    assert [grouped.part(p) for p in range(8)] == [keys.part(p) for p in range(8)], "the same partition keys"
 
 
 def test_the_worker_local_filter_drops_only_what_it_sent():
