@@ -95,8 +95,8 @@ class DuplicateShare:
         self.share = 0.5  # a new worker reads first until it knows better (a prior worth PRIOR links)
         self.weight = self.PRIOR
 
-    def learn(self, duplicates: int, checked: Sequence[Any]) -> None:
-        n = len(checked)
+    def learn(self, duplicates: int, n: int) -> None:
+        """``duplicates`` of ``n`` links the filter could be read for were in it already."""
         if n <= 0:
             return
         seen = min(1.0, max(0.0, duplicates / n))
@@ -238,10 +238,11 @@ class Partitions:
         those links are known to be queued, and, with FRONTIER_REPLICA_WAIT, on a replica too.
         """
         ops = list(enqueues)
-        sent = self.unknown(ops)
+        checks = self._checkable(ops)
+        sent = self._read_first(ops, checks)
         result = self._round(sent, finishes, acks, n, worker, ttl, budget, workers, held, safe_acks)
-        if sent is ops and not result.failed:  # not read first: the script's count of new links says how many were
-            self.duplicates.learn(len(ops) - result.tick.added, self._checkable(ops))
+        if sent is ops and checks and not result.failed:  # not read first: the script's count of new links tells
+            self.duplicates.learn(len(ops) - result.tick.added, len(checks))
         return result
 
     def _round(self, enqueues: list[EnqueueOp], finishes: Iterable[Finish], acks: Iterable[str], n: int, worker: str,
@@ -355,16 +356,19 @@ class Partitions:
         Read only while it pays (:class:`DuplicateShare`): when few of the links are duplicates (a site
         with no menu, the worker's local filter catching the repeats) the read is a round trip and a
         command per link for nothing, and the links go straight to the round, whose count of new links
-        keeps the estimate current. Returns ``enqueues`` itself (the same list) when nothing was read."""
-        ops = enqueues if isinstance(enqueues, list) else list(enqueues)
-        checks = self._checkable(ops)
+        keeps the estimate current."""
+        ops = list(enqueues)
+        return self._read_first(ops, self._checkable(ops))
+
+    def _read_first(self, ops: list[EnqueueOp], checks: list[tuple[int, list[Any]]]) -> list[EnqueueOp]:
+        """:meth:`unknown` of ``ops`` (``checks``: their :meth:`_checkable`); ``ops`` itself when nothing was read."""
         if len(checks) < 2 or not self.duplicates.worth_reading():
             return ops
         pipe = self.server.pipeline(transaction=False)
         for _, spec in checks:
             pipe.sismember(spec[1], spec[2])
         found = {i for (i, _), present in zip(checks, pipe.execute(), strict=True) if present}
-        self.duplicates.learn(len(found), checks)
+        self.duplicates.learn(len(found), len(checks))
         return [op for i, op in enumerate(ops) if i not in found]
 
     def _prepare(self, n: int, budget: int) -> tuple[str, int, bool, list[int], float | None, str, dict[int, float]]:

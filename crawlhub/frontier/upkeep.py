@@ -145,21 +145,22 @@ class Upkeep:
 
         Without this, the engine would ask again only on its 5-second heartbeat.
         """
-        if self._wakeup is None or not self._wakeup.active():
-            from twisted.internet import reactor as installed
-
-            reactor: Any = installed  # the running reactor (typed as a module by Twisted's stubs)
-            # a hair later than asked: a timer that fires early would find nothing ready yet
-            self._wakeup = reactor.callLater(max(seconds, 0.0) + 0.002, self.wake)
+        # a hair later than asked: a timer that fires early would find nothing ready yet
+        self._wakeup = self._wake_later(self._wakeup, max(seconds, 0.0) + 0.002)
 
     def nudge_in(self, seconds: float) -> None:
         """Wake the engine in ``seconds`` at the latest, whatever other wake-up is due (the lease gate's wait:
         a completing download usually asks sooner)."""
-        if self._nudge is None or not self._nudge.active():
-            from twisted.internet import reactor as installed
+        self._nudge = self._wake_later(self._nudge, max(seconds, 0.0) + 0.001)
 
-            reactor: Any = installed
-            self._nudge = reactor.callLater(max(seconds, 0.0) + 0.001, self.wake)
+    def _wake_later(self, due: DelayedCall | None, seconds: float) -> DelayedCall:
+        """A timer that wakes the engine in ``seconds``; ``due`` itself while it is still to fire."""
+        if due is not None and due.active():
+            return due
+        from twisted.internet import reactor as installed
+
+        reactor: Any = installed  # the running reactor (typed as a module by Twisted's stubs)
+        return reactor.callLater(max(seconds, 0.0), self.wake)  # type: ignore[no-any-return]
 
     # -- leases -----------------------------------------------------------------------------------------
     def maintain(self) -> None:
