@@ -146,9 +146,58 @@ class _ScriptsByTheirKeys:
         return self
 
 
+# The commands crawlhub sends outside its scripts (a cluster client routes them by their keys): their entries of the
+# command table are read in one COMMAND INFO when a cluster client is made. Any other command is read the first time
+# it is sent, so this list only saves round trips; it decides nothing.
+ROUTED_COMMANDS = (
+    "del", "exists", "expire", "get", "hdel", "hget", "hgetall", "hincrby", "hkeys", "hlen", "hset", "hsetnx", "hvals",
+    "incr", "incrby", "llen", "lpush", "lrange", "lrem", "ltrim", "pexpire", "rpop", "sadd", "scard", "set",
+    "sismember", "smembers", "smismember", "spop", "srem", "type", "xadd", "xlen", "xrange", "xrevrange", "zadd",
+    "zcard", "zcount", "zrange", "zrangebyscore", "zrevrange",
+)
+
+
+class _CommandTable(dict[str, Any]):
+    """redis-py's cluster command table (a command's name -> its entry of COMMAND, where its keys are), read an
+    entry at a time. redis-py reads the whole table (COMMAND, every command's entry: about 0.9 ms of a master's CPU
+    and a 100 KB reply) each time a cluster client is made, though a client sends a few dozen commands; here the
+    client's usual ones (:data:`ROUTED_COMMANDS`) are read in one COMMAND INFO and any other the first time the
+    client routes it. A Redis upgrade does not change a command's key positions, so an entry read stays right;
+    a name the server does not know is asked once."""
+
+    def __init__(self, node: Any, names: tuple[str, ...]) -> None:
+        super().__init__()
+        self._node = node  # () -> a node's client (redis-py's default node: the one COMMAND was sent to)
+        self._absent: set[str] = set()
+        self.read(names)
+
+    def read(self, names: tuple[str, ...]) -> None:
+        from redis._parsers.helpers import parse_command
+
+        wanted = [n for n in names if not dict.__contains__(self, n) and n not in self._absent]
+        if not wanted:
+            return
+        reply = self._node().execute_command("COMMAND INFO", *wanted)
+        # (None in the reply: a name the server does not know)
+        self.update(parse_command([entry for entry in reply if entry]))  # type: ignore[no-untyped-call]
+        self._absent.update(n for n in wanted if not dict.__contains__(self, n))
+
+    def __contains__(self, name: object) -> bool:
+        if isinstance(name, str):
+            self.read((name,))
+        return dict.__contains__(self, name)
+
+
 class CrawlhubCluster(RedisCluster):
     """redis-py's cluster client, its pipelines routing script calls by their keys without asking the server
-    (:class:`_ScriptsByTheirKeys`; tests/integration/test_redis_cluster.py checks that no COMMAND GETKEYS is sent)."""
+    (:class:`_ScriptsByTheirKeys`; tests/integration/test_redis_cluster.py checks that no COMMAND GETKEYS is sent),
+    and its command table read as it is needed (:class:`_CommandTable`) instead of whole when it is made."""
+
+    def command(self, **kwargs: Any) -> Any:
+        """The command table, as redis-py's cluster client reads it when it is made (its only use here): a
+        :class:`_CommandTable`, which reads an entry the first time it is asked for."""
+        return _CommandTable(lambda: self.get_default_node().redis_connection,  # type: ignore[no-untyped-call]
+                             ROUTED_COMMANDS)
 
     def pipeline(self, transaction: Any = None, shard_hint: Any = None) -> Any:
         pipe = super().pipeline(transaction, shard_hint)  # type: ignore[no-untyped-call]

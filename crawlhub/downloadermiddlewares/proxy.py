@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import redis
-from redis.commands.core import Script
 from scrapy import Spider
 from scrapy.crawler import Crawler
 from scrapy.exceptions import IgnoreRequest, NotConfigured
@@ -28,6 +27,7 @@ from crawlhub._utils.urls import domain_of
 from crawlhub.components import cluster_choice, frontier_of
 from crawlhub.connection import REDIS_ERRORS
 from crawlhub.frontier.records import text
+from crawlhub.frontier.scripts import Script
 from crawlhub.frontier.serializer import PER_DOWNLOAD_META
 from crawlhub.intent import leased
 from crawlhub.proxies import (
@@ -125,8 +125,8 @@ class ProxyMiddleware:
         if self._registered:
             return
         server.hset(REGISTRY, mapping={p.id: json.dumps(p.public()) for p in self.by_id.values()})
-        self._fail = server.register_script(FAIL)
-        self._escalate = server.register_script(ESCALATE)
+        self._fail = Script(server, FAIL)
+        self._escalate = Script(server, ESCALATE)
         self._registered = True
 
     def state(self, domain: str) -> DomainState:

@@ -42,7 +42,7 @@ import redis
 from crawlhub.frontier.dupefilter import ExactFilter, Filter
 from crawlhub.frontier.keys import Keys, PartKeys
 from crawlhub.frontier.records import DeadLetter, EnqueueOp, ExpiredLease, Finish, Tick, text
-from crawlhub.frontier.scripts import source
+from crawlhub.frontier.scripts import Script, source
 
 
 def queued_per_domain(server: redis.Redis, keys: Keys | PartKeys) -> dict[str, int]:
@@ -97,12 +97,12 @@ class FrontierOps:
         self.ctx = ctx
         self._ctx_json = json.dumps(self.ctx)
         self._anchor = [k.anchor]
-        self._tick = server.register_script(source("tick"))
-        self._finish = server.register_script(source("finish"))
-        self._move = server.register_script(source("move"))
-        self._renew = server.register_script(source("renew"))
-        self._expired = server.register_script(source("expired"))
-        self._refresh = server.register_script(source("refresh"))
+        self._tick = Script(server, source("tick"))
+        self._finish = Script(server, source("finish"))
+        self._move = Script(server, source("move"))
+        self._renew = Script(server, source("renew"))
+        self._expired = Script(server, source("expired"))
+        self._refresh = Script(server, source("refresh"))
 
     # -- the one call a worker makes per round -------------------------------------------------
     def tick(self, enqueues: Iterable[EnqueueOp] = (), finishes: Iterable[Finish] = (), acks: Iterable[str] = (),

@@ -57,7 +57,7 @@ from crawlhub.frontier.dupefilter import Filter, make_filters
 from crawlhub.frontier.keys import Keys
 from crawlhub.frontier.operations import FrontierOps, expired_leases, partition_counts, queued_per_domain
 from crawlhub.frontier.records import DeadLetter, EnqueueOp, ExpiredLease, Finish, Tick, lease_domain, text
-from crawlhub.frontier.scripts import source
+from crawlhub.frontier.scripts import Script, source
 from crawlhub.seeds import WrongSeedKey, count_seeds
 
 if TYPE_CHECKING:
@@ -163,7 +163,7 @@ def run_scripts(server: redis.Redis, calls: list[tuple[Any, list[str], list[Any]
         if isinstance(reply, redis.exceptions.NoScriptError):
             script, keys, args = calls[i]
             try:
-                replies[i] = script(keys=keys, args=args)  # loads the script, then runs it
+                replies[i] = script.load_and_run(keys, args)
             except REDIS_ERRORS as exc:
                 replies[i] = exc
     return list(replies)
@@ -183,8 +183,8 @@ class Partitions:
                     for p in range(keys.partitions)]
         self.limits: dict[str, Any] = {}  # run-time limits (tagged: read by the client, sent in each tick)
         self.duplicates = DuplicateShare()  # whether a round reads the filter first (unknown)
-        self._hint = server.register_script(source("hint"))
-        self._probe = server.register_script(source("probe"))
+        self._hint = Script(server, source("hint"))
+        self._probe = Script(server, source("probe"))
 
     @classmethod
     def from_settings(cls, server: redis.Redis, settings: BaseSettings, keys: Keys, politeness: Politeness) -> Partitions:

@@ -29,7 +29,7 @@ from scrapy.settings import BaseSettings
 
 from crawlhub.frontier import keys
 from crawlhub.frontier.records import text as _text
-from crawlhub.frontier.scripts import source
+from crawlhub.frontier.scripts import Script, source
 
 _RATE = re.compile(r"^\s*(?P<n>\d+(?:\.\d+)?)\s*(?:/\s*(?P<unit>s|sec|second|m|min|minute|h|hour))?\s*$", re.I)
 _UNITS = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600, "hour": 3600}
@@ -117,7 +117,7 @@ class Politeness:
         )
 
     def __post_init__(self) -> None:
-        self._reserve = self.server.register_script(source("reserve"))
+        self._reserve = Script(self.server, source("reserve"))
 
     def config(self) -> dict[str, Any]:
         """What the lease script needs (sent as JSON)."""

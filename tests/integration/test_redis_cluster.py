@@ -128,6 +128,7 @@ def test_one_partition_on_a_cluster_is_one_masters_and_one_script_call_a_round(c
     client = cluster.client()
     for port in cluster.primaries():
         redis_client_of(port).config_resetstat()
+        redis_client_of(port).script_flush()  # (the module's earlier tests loaded the scripts: this one's workers load)
     env = {**cluster_env, "FRONTIER_PARTITIONS": "1"}
     one = Keys.for_spider(Settings(), "scrapeme", partitions=1, cluster=True)
     assert one.one_call and one.part(0).paused == one.paused == "{scrapeme:0}:paused"
@@ -160,8 +161,40 @@ def test_one_partition_on_a_cluster_is_one_masters_and_one_script_call_a_round(c
     assert not any("cmdstat_command|getkeys" in st for st in stats), [st.get("cmdstat_command|getkeys") for st in stats]
     tables = sum(int(st.get("cmdstat_command", {}).get("calls", 0)) for st in stats)
     assert tables <= 3 * 2 + 3, f"{tables} COMMAND calls for 3 workers and 3 crawlhub commands"
+    # (#30) none of those reads the whole table: a cluster client reads the entries of the commands it routes (COMMAND
+    # INFO), and a worker loads the tick on the partition's master only (redis-py's helper compiles it on each)
+    assert tables == 0, f"{tables} whole COMMAND tables read by crawlhub's cluster clients"
+    assert 0 < sum(int(st.get("cmdstat_command|info", {}).get("calls", 0)) for st in stats) <= 3 * 2 * 3 + 3 * 3
+    loads = {p: int(st.get("cmdstat_script|load", {}).get("calls", 0)) for p, st in zip(cluster.primaries(), stats, strict=True)}
+    assert 0 < loads[node.port] <= 3 and all(n == 0 for p, n in loads.items() if p != node.port), loads
     for worker in workers:
         assert "Traceback" not in worker.log(), worker.log()[-3000:]
+
+
+def test_a_cluster_client_routes_a_command_outside_its_usual_list_by_reading_its_entry_once(cluster):
+    """The cluster client's command table is read an entry at a time (#30): a command crawlhub does not usually
+    send (not in ROUTED_COMMANDS), and one with a subcommand, are routed to the node of their key, each entry read
+    once and the whole table never; a name Redis does not know fails as redis-py says."""
+    from crawlhub.connection import ROUTED_COMMANDS, get_redis
+
+    cluster.flush()
+    for port in cluster.primaries():
+        redis_client_of(port).config_resetstat()
+    client = get_redis(Settings({"REDIS_CLUSTER_NODES": cluster.nodes}))
+    assert "strlen" not in ROUTED_COMMANDS and "getrange" not in ROUTED_COMMANDS
+    for key in ("a", "b", "c", "{x}d", "{y}e"):
+        client.set(key, "value")
+        assert client.strlen(key) == 5 and client.getrange(key, 0, 1) == b"va"
+        assert client.memory_usage(key) > 0
+        holder = client.get_node_from_key(key).port
+        assert redis_client_of(holder).get(key) == b"value"
+    stats = [redis_client_of(port).info("commandstats") for port in cluster.primaries()]
+    assert not any("cmdstat_command" in st for st in stats), [st.get("cmdstat_command") for st in stats]
+    infos = sum(int(st.get("cmdstat_command|info", {}).get("calls", 0)) for st in stats)
+    assert infos == 5, f"{infos} COMMAND INFO: the usual list, strlen, getrange, 'memory usage' then memory, once each"
+    # a command Redis does not know: redis-py reads the whole table once more (a newer server?), then refuses it
+    with pytest.raises(Exception, match="(?i)doesn't exist"):
+        client.execute_command("NOSUCHCOMMAND", "a")
 
 
 def redis_client_of(port: int):
