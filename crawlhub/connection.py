@@ -14,6 +14,7 @@ from typing import Any
 
 import redis
 from pymongo import MongoClient
+from redis._parsers.helpers import parse_command
 from redis.backoff import ExponentialBackoff
 from redis.cluster import ClusterNode, RedisCluster
 from redis.connection import AbstractConnection, Connection, SSLConnection
@@ -172,8 +173,6 @@ class _CommandTable(dict[str, Any]):
         self.read(names)
 
     def read(self, names: tuple[str, ...]) -> None:
-        from redis._parsers.helpers import parse_command
-
         wanted = [n for n in names if not dict.__contains__(self, n) and n not in self._absent]
         if not wanted:
             return

@@ -180,6 +180,49 @@ def test_a_lease_end_that_redis_did_not_take_is_held_and_sent_when_it_is_back(tm
         server.stop()
 
 
+@pytest.mark.parametrize("recorded", ["", "3:placed"], ids=["new", "laid-out-by-30"])
+def test_a_partitioned_frontier_without_a_budget_counts_nothing_against_one(redis_url, redis_client, recorded):
+    """The partitioned round reserved budget only under a budget, but gave back the unused part of every round
+    (budget_used went negative, -143 in a crawl): a budget set later then read as negative. A new frontier and one
+    laid out by #30 (its budget keys under their own names, "nobudget:budget_used")."""
+    from types import SimpleNamespace
+
+    from scrapy import Request, Spider
+    from scrapy.statscollectors import MemoryStatsCollector
+
+    from crawlhub.connection import get_redis
+    from crawlhub.frontier.client import FrontierClient
+
+    settings = Settings(project_settings(REDIS_URL=redis_url, FRONTIER_PARTITIONS=3, DOMAIN_RATE=0,
+                                         DOMAIN_CONCURRENCY=0))
+    if recorded:
+        redis_client.set("nobudget:partitions", recorded)
+    frontier = FrontierClient(get_redis(settings), settings, MemoryStatsCollector(SimpleNamespace(settings=settings)),
+                              "w1")
+    frontier.open(Spider("nobudget"))
+    for n in range(4):
+        frontier.enqueue(Request(f"https://d{n}.test/"), hashlib.sha1(str(n).encode()).hexdigest())
+    taken = []
+    for _ in range(5):
+        taken += frontier.lease(16)[0]
+    assert len(taken) == 4
+    if recorded:  # laid out by #30: the budget keys under their own names
+        assert frontier.keys.budget_used == "nobudget:budget_used"
+        assert int(redis_client.get("nobudget:budget_used") or 0) == 0
+        redis_client.set("nobudget:budget", 6)  # a budget set now counts from now on
+    else:  # a new partitioned frontier's budget keys share partition 0's hash tag (#30: the keys of a round grouped)
+        assert frontier.keys.budget_used.endswith("}:budget_used") and frontier.keys.budget.endswith("}:budget")
+        assert int(redis_client.get(frontier.keys.budget_used) or 0) == 0
+        redis_client.set(frontier.keys.budget, 6)  # a budget set now counts from now on
+    for n in range(4, 12):
+        frontier.enqueue(Request(f"https://d{n}.test/"), hashlib.sha1(str(n).encode()).hexdigest())
+    for _ in range(10):
+        taken += frontier.lease(16)[0]
+    assert len(taken) == 4 + 6 and int(redis_client.get(frontier.keys.budget_used)) == 6
+    if recorded:
+        assert len(taken) == 4 + 6 and int(redis_client.get("nobudget:budget_used")) == 6
+
+
 def nobudget_frontier(redis_url, redis_client, recorded: str = ""):
     """A worker's frontier client on 3 partitions with no budget (the layout ``recorded`` first, if given), and the
     4 requests it leased."""
@@ -217,7 +260,7 @@ def lease_eight_more(frontier) -> list:
     return taken
 
 
-def test_a_partitioned_frontier_without_a_budget_counts_nothing_against_one(redis_url, redis_client):
+def test_a_new_partitioned_frontier_without_a_budget_counts_nothing_against_one(redis_url, redis_client):
     """The partitioned round reserved budget only under a budget, but gave back the unused part of every round
     (budget_used went negative, -143 in a crawl): a budget set later then read as negative."""
     frontier, taken = nobudget_frontier(redis_url, redis_client)

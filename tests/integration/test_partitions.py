@@ -206,6 +206,38 @@ def test_dead_letters_requeue_and_reset_span_every_partition(redis_client):
     assert redis_client.keys("*sp*") == [], redis_client.keys("*sp*")
 
 
+@pytest.mark.parametrize("recorded", ["", "4:placed"], ids=["new", "laid-out-by-30"])
+def test_two_workers_crawl_several_sites_through_partitions_on_a_plain_redis(env, site, redis_client, mongo_db,
+                                                                              tmp_path, recorded):
+    """FRONTIER_PARTITIONS on one Redis (to test, or to prepare a move to a cluster): the same crawl. A new frontier,
+    and one laid out by #30 (recorded "4:placed": the keys of a round under their own names) that workers of today
+    crawl on."""
+    from collections import Counter
+
+    from tests.harness import run_workers
+    from tests.sites.shop import shop_pages
+
+    shops = [site(shop_pages(20 * 4, 4, first_id=1000 * (i + 1)), delay=0.05) for i in range(3)]
+    for shop in shops:
+        redis_client.lpush("scrapeme:start_urls", f"{shop.url}/shop/")
+    if recorded:
+        redis_client.set("scrapeme:partitions", recorded)
+    run_workers("scrapeme", {**env, "FRONTIER_PARTITIONS": "4"}, tmp_path, 2, CONCURRENT_REQUESTS=4)
+    for shop in shops:
+        fetched = Counter(shop.fetched("/shop"))
+        assert set(fetched) == set(shop.pages) and max(fetched.values()) == 1, fetched
+    ids = Counter(d["id"] for d in mongo_db.products.find({}, {"id": 1}))
+    assert len(ids) == 3 * 80 and max(ids.values()) == 1
+    if recorded:
+        assert redis_client.get("scrapeme:partitions") == b"4:placed"  # (#30: "4:tagged" before the tags were placed)
+        assert redis_client.exists("scrapeme:epoch") and redis_client.exists("scrapeme:ready")
+    else:  # ("4:placed" before the keys of a round were grouped)
+        assert redis_client.get("scrapeme:partitions") == b"4:grouped"
+        assert not redis_client.exists("scrapeme:epoch") and not redis_client.exists("scrapeme:ready")
+    assert not redis_client.exists("scrapeme:requests", "scrapeme:inflight", "scrapeme:domains")
+    assert any(k.startswith(b"{scrapeme:") for k in redis_client.keys("*"))
+
+
 def crawl_three_shops(env, site, redis_client, mongo_db, tmp_path, recorded: str = "") -> None:
     """Two workers crawl 3 shops through 4 partitions on one Redis (the layout ``recorded`` first, if given):
     every page fetched once, every product stored once."""
@@ -227,7 +259,7 @@ def crawl_three_shops(env, site, redis_client, mongo_db, tmp_path, recorded: str
     assert len(ids) == 3 * 80 and max(ids.values()) == 1
 
 
-def test_two_workers_crawl_several_sites_through_partitions_on_a_plain_redis(env, site, redis_client, mongo_db,
+def test_two_workers_crawl_several_sites_through_partitions_of_a_new_frontier_on_a_plain_redis(env, site, redis_client, mongo_db,
                                                                               tmp_path):
     """FRONTIER_PARTITIONS on one Redis (to test, or to prepare a move to a cluster): the same crawl."""
     crawl_three_shops(env, site, redis_client, mongo_db, tmp_path)

@@ -203,6 +203,74 @@ def redis_client_of(port: int):
     return redis.Redis(port=port)
 
 
+@pytest.mark.parametrize("recorded", ["", f"{PARTITIONS}:placed"], ids=["new", "laid-out-by-30"])
+def test_the_crawlhub_command_steers_a_crawl_on_a_cluster(cluster_env, cluster, site, mongo_db, tmp_path, recorded):
+    """The crawlhub command on a new frontier, and on one laid out by #30 (recorded "placed": the keys every round
+    reads under their own names, "scrapeme:epoch"...), which workers and commands of today keep using."""
+    shops = start_shops(site, delay=0.1)
+    client = cluster.client()
+    env = cluster_env
+    if recorded:
+        client.set("scrapeme:partitions", recorded)
+    for shop in shops:
+        assert cli(env, "seed", "scrapeme", f"{shop.url}/shop/").returncode == 0
+    assert cli(env, "pause", "scrapeme").returncode == 0
+    worker = start_worker("scrapeme", env, tmp_path, "w0", CONCURRENT_REQUESTS=4)
+    time.sleep(6)
+    assert sum(len(s.fetched("/shop")) for s in shops) <= 4, "a paused crawl leased pages (seeds are fetched once)"
+    out = cli(env, "status", "scrapeme", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["paused"] is True
+    assert cli(env, "resume", "scrapeme").returncode == 0
+    wait_all([worker], 180)
+    assert_each_page_once(shops, mongo_db)
+    shown = cli(env, "limits", "show", "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert {domain_of(s.url) for s in shops} <= {row["domain"] for row in json.loads(shown.stdout)}
+    assert cli(env, "dlq", "list", "scrapeme").returncode == 0
+    shown = cli(env, "partitions", "scrapeme", "--json")
+    assert shown.returncode == 0, shown.stderr
+    table = json.loads(shown.stdout)
+    assert table["partitions"] == PARTITIONS and len(table["rows"]) == PARTITIONS
+    assert sum(r["seen"] for r in table["rows"]) == sum(len(set(s.pages)) for s in shops)
+    assert {r["node"] for r in table["rows"]} <= {f"127.0.0.1:{p}" for p in cluster.primaries()}
+    assert {r["partition"] for r in table["rows"] if r["seen"]} == partitions_used(shops)
+    assert "per node:" in cli(env, "partitions", "scrapeme").stdout
+    budget = cli(env, "budget", "scrapeme", "1000")
+    assert budget.returncode == 0 and "1000" in budget.stdout, budget.stdout + budget.stderr
+    for args in (("bad-seeds", "scrapeme"), ("log", "scrapeme", "--limit", "5"), ("proxies",),
+                 ("report", "scrapeme", "--html", str(tmp_path / "report.html"))):
+        done = cli(env, *args)
+        assert done.returncode == 0 and "Traceback" not in done.stderr, (args, done.stderr[-2000:])
+    assert cli(env, "health", "scrapeme", "--any-host").returncode in (0, 1)
+    # export and the UI (#18) on a cluster: the stored items, the frontier summed over its partitions
+    exported = cli(env, "export", "scrapeme", "-t", "csv", "--fields", "id,price")
+    assert exported.returncode == 0, exported.stderr
+    assert len(exported.stdout.splitlines()) == 1 + mongo_db.products.count_documents({})
+    ui, base = start_ui(env, tmp_path)
+    status, _, body = http(base + "/api/spiders/scrapeme/status")
+    shown = json.loads(body)
+    assert status == 200 and shown["partitions"] == PARTITIONS and shown["seen"] == sum(len(s.pages) for s in shops)
+    assert http(base + "/api/spiders/scrapeme/pause", {}, headers={"X-Crawlhub": "1"})[0] == 200
+    assert json.loads(cli(env, "status", "scrapeme", "--json").stdout)["paused"] is True
+    ui.kill()
+    assert cli(env, "reset", "scrapeme", "--yes").returncode == 0
+    # the quality history (scrapeme:quality:*) outlives a reset by design: the last crawl is the next one's baseline
+    kept = [k.decode() for k in client.scan_iter("scrapeme:quality:*", count=1000)]
+    assert "scrapeme:quality:cycles" in kept, kept
+    keys = [k.decode() for k in client.scan_iter("*scrapeme*", count=1000) if k.decode() not in kept]
+    # the crawl state is gone from every node; the one key kept is the new epoch, which tells workers of the reset
+    if recorded:
+        assert "scrapeme:epoch" in keys and json.loads(client.get("scrapeme:epoch"))["why"] == "reset"
+        left = [k for k in keys if k != "scrapeme:epoch"]
+    else:
+        epoch = LAYOUT.epoch  # (#30: partition 0's hash tag, with the other keys every round reads)
+        assert epoch.startswith("{scrapeme:0") and epoch.endswith("}:epoch")
+        assert epoch in keys and json.loads(client.get(epoch))["why"] == "reset"
+        left = [k for k in keys if k != epoch]
+    assert left == [], left
+
+
 def steer_a_crawl_and_reset_it(cluster_env, cluster, site, mongo_db, tmp_path, recorded: str = ""):
     """Every crawlhub command on a crawl on the cluster (the layout ``recorded`` first, if given), ending with a
     reset: the client, and the keys named for scrapeme after the reset (its quality history aside)."""
@@ -261,7 +329,7 @@ def steer_a_crawl_and_reset_it(cluster_env, cluster, site, mongo_db, tmp_path, r
     return client, keys
 
 
-def test_the_crawlhub_command_steers_a_crawl_on_a_cluster(cluster_env, cluster, site, mongo_db, tmp_path):
+def test_the_crawlhub_command_steers_a_crawl_of_a_new_frontier_on_a_cluster(cluster_env, cluster, site, mongo_db, tmp_path):
     client, keys = steer_a_crawl_and_reset_it(cluster_env, cluster, site, mongo_db, tmp_path)
     # the crawl state is gone from every node; the one key kept is the new epoch, which tells workers of the reset
     epoch = LAYOUT.epoch  # (#30: partition 0's hash tag, with the other keys every round reads)

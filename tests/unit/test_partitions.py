@@ -30,6 +30,46 @@ def test_a_partition_is_one_hash_tag_and_a_domain_has_one_partition():
         assert all(n.startswith("{sp:%d}:" % p) for n in names), names  # noqa: UP031
         assert part.paused is None and part.budget is None and part.limits is None
     # placed (#30): one tag per partition all the same, {sp:<p>:<3 letters>}, in the middle of its share of the slots;
+    # `keys` is a frontier laid out by #30 (recorded "placed"): the round's keys under their own names
+    grouped = keys
+    keys = grouped.with_partitions(8, grouped=False)
+    assert keys.placed and keys.layout_record == "8:placed" and unplaced.layout_record == "8:tagged"
+    assert "{" not in keys.paused + keys.budget + keys.seeds + keys.ready + keys.stats
+    assert keys.epoch == "sp:epoch" and keys.budget_used == "sp:budget_used"
+    # grouped (a new tagged frontier): the keys every round reads share partition 0's tag (one master's on a cluster)
+    assert grouped.placed and grouped.grouped and grouped.layout_record == "8:grouped"
+    tag0 = grouped.part(0).tag
+    assert [grouped.epoch, grouped.paused, grouped.budget, grouped.budget_used, grouped.ready] == [
+        f"{tag0}:epoch", f"{tag0}:paused", f"{tag0}:budget", f"{tag0}:budget_used", f"{tag0}:ready"]
+    assert "{" not in grouped.seeds + grouped.stats + grouped.workers + grouped.layout + grouped.log  # (the rest keep theirs)
+    assert [grouped.part(p) for p in range(8)] == [keys.part(p) for p in range(8)], "the same partition keys"
+    for p in range(8):
+        part = keys.part(p)
+        names = [*part.names(), part.domain_state("a.test"), part.domain_active("a.test")]
+        assert part.tag.startswith("{sp:%d:" % p) and len(part.tag) == len("{sp:%d:abc}" % p), part.tag  # noqa: UP031
+        assert all(n.startswith(part.tag + ":") for n in names), names
+        assert slot_of_tag(part.tag[1:-1]) == (2 * p + 1) * 16384 // 16
+        assert part.paused is None and part.budget is None and part.limits is None
+    classic = layout(1)
+    assert not classic.tagged and classic.part(0).queue == "sp:requests" and classic.queue == "sp:requests"
+    assert not classic.grouped and classic.layout_record == "1" and (classic.paused, classic.ready) == ("sp:paused", "sp:ready")
+    with pytest.raises(AttributeError, match="8 partitions"):
+        keys.inflight  # noqa: B018
+    assert Keys.for_spider(Settings(project_settings()), "sp", partitions=1, cluster=True).part(0).tag == "{sp:0}"
+
+
+def test_a_new_frontier_groups_the_keys_of_a_round_under_partition_0s_tag():
+    keys = layout(8)
+    assert keys.tagged and keys.partition_of("example.com") == zlib.crc32(b"example.com") % 8 == partition_of(
+        "example.com", 8)
+    # a frontier laid out before #30 (recorded "tagged"): the tags it always had
+    unplaced = keys.with_partitions(8, placed=False)
+    for p in range(8):
+        part = unplaced.part(p)
+        names = [*part.names(), part.domain_state("a.test"), part.domain_active("a.test")]
+        assert all(n.startswith("{sp:%d}:" % p) for n in names), names  # noqa: UP031
+        assert part.paused is None and part.budget is None and part.limits is None
+    # placed (#30): one tag per partition all the same, {sp:<p>:<3 letters>}, in the middle of its share of the slots;
     # a frontier laid out by #30 (recorded "placed") keeps the round's keys under their own names
     placed = keys.with_partitions(8, grouped=False)
     assert placed.placed and placed.layout_record == "8:placed" and unplaced.layout_record == "8:tagged"
