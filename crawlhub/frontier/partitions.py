@@ -163,7 +163,7 @@ def run_scripts(server: redis.Redis, calls: list[tuple[Any, list[str], list[Any]
         if isinstance(reply, redis.exceptions.NoScriptError):
             script, keys, args = calls[i]
             try:
-                replies[i] = script.load_and_run(keys, args)
+                replies[i] = script(keys=keys, args=args)  # EVALSHA again (an earlier retry may have loaded it), loaded if not
             except REDIS_ERRORS as exc:
                 replies[i] = exc
     return list(replies)
