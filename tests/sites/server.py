@@ -23,6 +23,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from tests.sites.fingerprint import peek_ja4
+
 
 @dataclass
 class Hit:
@@ -32,6 +34,7 @@ class Hit:
     user_agent: str = ""
     arrived: float = 0.0  # when the request came in (``at``: when it was answered)
     headers: list = field(default_factory=list)  # (name, value) pairs, in the order they came
+    ja4: str = ""  # the JA4 fingerprint of the connection's TLS ClientHello (https only)
 
 
 @functools.lru_cache(maxsize=1)
@@ -78,6 +81,7 @@ def serve(answer, port: int = 0, tls: bool = False, connect=None) -> ThreadingHT
             # the TLS handshake in this connection's own thread, as a real server does: done in accept() it would
             # let one client that stops mid-handshake (a worker under SIGSTOP) hold up every other connection
             if isinstance(self.request, ssl.SSLSocket):
+                self.ja4 = peek_ja4(self.request)  # how this client opens TLS (tests.sites.fingerprint)
                 self.request.settimeout(30)
                 self.request.do_handshake()
                 self.request.settimeout(None)
@@ -126,6 +130,9 @@ class LocalSite:
     # 200 pages carry an ETag and a Last-Modified (when the page last changed) and a matching
     # If-None-Match / If-Modified-Since gets a 304
     conditional: bool = False
+    # https: the JA4 fingerprints (tests.sites.fingerprint) answered; any other client gets a 403, as from an
+    # anti-bot service that checks how a client opens TLS. None: every client; set to None to stop checking.
+    fingerprints: set[str] | None = None
 
     def __post_init__(self):
         self._lock = threading.Lock()
@@ -173,14 +180,19 @@ class LocalSite:
             self.max_active = max(self.max_active, self.active)
         status = 500  # if the page raises
         self._current.headers = request.headers
+        ja4 = getattr(request, "ja4", "")
         try:
-            status, ctype, data, headers = self._page(request.path)
+            allowed = self.fingerprints
+            if allowed is not None and self.tls and ja4 not in allowed:
+                status, ctype, data, headers = 403, "text/html", b"<html><body>Access denied</body></html>", {}
+            else:
+                status, ctype, data, headers = self._page(request.path)
         finally:
             # no longer "being served" before the client can see the answer
             with self._lock:
                 self.active -= 1
                 self.hits.append(Hit(time.time(), request.path, status, request.headers.get("User-Agent", ""), arrived,
-                                     list(request.headers.items())))
+                                     list(request.headers.items()), ja4))
         request.send_response(status)
         request.send_header("Content-Type", ctype)
         if headers.get("Content-Length", "") is not None:  # None: no length said (the body ends with the connection)
