@@ -210,6 +210,21 @@ def proxy_health(server: redis.Redis) -> dict[str, Any]:
     return {"proxies": rows, "tiers": tiers}
 
 
+def ban_markers(settings: Any, spider: Any) -> list[str]:
+    """The ban markers in force: PROXY_BAN_MARKERS and the spider's ``ban_markers``, lower-case."""
+    return [m.lower() for m in [*settings.getlist("PROXY_BAN_MARKERS"), *(getattr(spider, "ban_markers", ()) or ())]]
+
+
+def marker_in(response: Any, markers: list[str]) -> str:
+    """Why a page's text shows a ban ('' = none of ``markers`` is in its first 200,000 characters)."""
+    if markers and hasattr(response, "text"):
+        text_ = response.text[:200_000].lower()
+        for marker in markers:
+            if marker in text_:
+                return f"ban marker {marker!r}"
+    return ""
+
+
 def format_health(health: dict[str, Any]) -> list[str]:
     lines = []
     for p in health["proxies"]:

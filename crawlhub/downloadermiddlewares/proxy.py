@@ -43,7 +43,9 @@ from crawlhub.proxies import (
     TRIED,
     Proxy,
     ProxyConfigError,
+    ban_markers,
     cool_key,
+    marker_in,
     parse_pools,
     strikes_key,
     tier_bans_key,
@@ -79,7 +81,6 @@ class ProxyMiddleware:
         if self.rotation not in ("round_robin", "random", "sticky"):
             raise NotConfigured(f"PROXY_ROTATION must be round_robin, random or sticky, not {self.rotation!r}")
         self.ban_codes = {int(c) for c in s.getlist("PROXY_BAN_CODES")}
-        self.markers = [m.lower() for m in s.getlist("PROXY_BAN_MARKERS")]
         self.ban_after = max(1, s.getint("PROXY_BAN_AFTER"))
         self.base = s.getfloat("PROXY_COOLDOWN")
         self.most = s.getfloat("PROXY_COOLDOWN_MAX")
@@ -400,13 +401,8 @@ class ProxyBanMiddleware:
         if response.status in picker.ban_codes:
             return f"HTTP {response.status}"
         if self._markers is None:  # the settings' and the spider's, once
-            self._markers = [*picker.markers, *(m.lower() for m in getattr(self.crawler.spider, "ban_markers", ()) or ())]
-        if self._markers and hasattr(response, "text"):
-            text = response.text[:200_000].lower()
-            for marker in self._markers:
-                if marker in text:
-                    return f"ban marker {marker!r}"
-        return ""
+            self._markers = ban_markers(self.crawler.settings, self.crawler.spider)
+        return marker_in(response, self._markers)
 
     def process_response(self, request: Request, response: Response) -> Request | Response:
         picker = self.picker
