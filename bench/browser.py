@@ -1,8 +1,10 @@
-"""Browser benchmark: the same 500 pages plain and through headless Chromium, one worker.
+"""The ladder's three rungs: the same 500 pages plain, impersonated (curl_cffi) and through headless Chromium,
+one worker.
 
 Serves bench/site.py's generated site (500 pages) on 127.0.0.1 and crawls it
-twice with the same spider and settings (Scrapy's in-memory scheduler, so the
-figures are the browser's cost alone): plain HTTP, then every request
+three times with the same spider and settings (Scrapy's in-memory scheduler, so the
+figures are each rung's cost alone): plain HTTP (Scrapy's own client), every request on the
+impersonate rung (crawlhub's ImpersonateDownloadHandler: curl_cffi as Chrome), then every request
 rendered by crawlhub's BrowserDownloadHandler (Debian's Chromium). Prints
 pages/s and peak memory (PSS) of the worker's whole process tree (Python, Playwright's
 driver, Chromium), and the tree's memory after 50 and after 500 pages: a flat
@@ -78,21 +80,24 @@ def crawl(mode: str, url: str) -> None:
     from scrapy.settings import Settings
     from scrapy.utils.project import get_project_settings
 
+    from crawlhub import meta
     from crawlhub.browser import browser_settings
+    from crawlhub.impersonate import HANDLER as IMPERSONATE
 
     browser = mode == "browser"
+    rung = {meta.DOWNLOAD_RUNG: "impersonate"} if mode == "impersonate" else {}
 
     class Spider(scrapy.Spider):
         name = "bench_browser"
         start_urls = [url]
 
         async def start(self):
-            yield scrapy.Request(url, meta={"playwright": browser})
+            yield scrapy.Request(url, meta={"playwright": browser, **rung})
 
         def parse(self, response):
             yield {"url": response.url}
             for href in response.css("a::attr(href)").getall():
-                yield response.follow(href, meta={"playwright": browser})
+                yield response.follow(href, meta={"playwright": browser, **rung})
 
     project = get_project_settings()
     settings = Settings({
@@ -104,6 +109,8 @@ def crawl(mode: str, url: str) -> None:
     })
     if browser:  # plain: Scrapy's own handler, no Playwright at all
         settings.setdict(browser_settings(settings))
+    elif rung:  # Scrapy's handler with the impersonate rung in front (the request's meta sends it there)
+        settings.set("DOWNLOAD_HANDLERS", {"http": IMPERSONATE, "https": IMPERSONATE})
     process = CrawlerProcess(settings)
     process.crawl(Spider)
     process.start()
@@ -136,14 +143,16 @@ def main(argv=None) -> int:
         url = f"http://127.0.0.1:{port}/p/0"
         print(f"site: {args.pages} pages at {url}; one worker, CONCURRENT_REQUESTS=8, Scrapy's in-memory scheduler")
         rows = {}
-        for mode in ("plain", "browser"):
+        for mode in ("plain", "impersonate", "browser"):
             r = rows[mode] = run(mode, url)
             rss = r["rss"]
-            print(f"{mode:8} {r['pages']:5} pages in {r['seconds']:6.1f}s = {r['pages'] / r['seconds']:7.1f} pages/s; "
+            print(f"{mode:11} {r['pages']:5} pages in {r['seconds']:6.1f}s = {r['pages'] / r['seconds']:7.1f} pages/s; "
                   f"process tree memory (PSS): peak {max(rss.values()):.0f} MB, after 50 pages {rss.get(50, 0):.0f} MB, "
                   f"after {max(rss)} pages {rss[max(rss)]:.0f} MB", flush=True)
-        plain, browser = rows["plain"], rows["browser"]
+        plain, impersonate, browser = rows["plain"], rows["impersonate"], rows["browser"]
         print()
+        print(f"impersonate costs {(plain['pages'] / plain['seconds']) / (impersonate['pages'] / impersonate['seconds']):.1f}x "
+              f"the time and {max(impersonate['rss'].values()) / max(plain['rss'].values()):.1f}x the memory of plain requests")
         print(f"browser costs {(plain['pages'] / plain['seconds']) / (browser['pages'] / browser['seconds']):.1f}x the time "
               f"and {max(browser['rss'].values()) / max(plain['rss'].values()):.1f}x the memory of plain requests")
         late = browser["rss"][max(browser["rss"])]

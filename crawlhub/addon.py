@@ -88,6 +88,14 @@ def apply_spider(settings: BaseSettings, spidercls: type[Spider]) -> None:
                     settings["DOWNLOAD_HANDLERS"].set(scheme, handler, "spider")
             else:
                 settings.set(name, value, "spider")
+    if settings.getbool("IMPERSONATE_ENABLED"):  # the impersonate rung in front of Scrapy's own handler
+        from crawlhub.impersonate import HANDLER as IMPERSONATE
+        from crawlhub.impersonate import is_scrapy_handler
+
+        handlers = settings.getwithbase("DOWNLOAD_HANDLERS")
+        for scheme in ("http", "https"):
+            if is_scrapy_handler(handlers.get(scheme)):  # (a handler of the project's own is left as it is)
+                settings["DOWNLOAD_HANDLERS"].set(scheme, IMPERSONATE, "spider")
     hook = getattr(spidercls, "crawlhub_settings", None)
     if hook is not None:
         hook(settings)

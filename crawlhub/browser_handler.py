@@ -14,13 +14,14 @@ from scrapy_playwright.handler import ScrapyPlaywrightDownloadHandler
 
 from crawlhub._compat import browser_version, check_playwright_handler
 from crawlhub.browser import CHROMIUM_ARGS, browser_user_agent, chromium_path
+from crawlhub.impersonate import Impersonating, Impersonator
 
 check_playwright_handler(ScrapyPlaywrightDownloadHandler)  # a release without what we override: say so now
 
 logger = logging.getLogger(__name__)
 
 
-class BrowserDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore[misc]  # (untyped: scrapy-playwright)
+class BrowserDownloadHandler(Impersonating, ScrapyPlaywrightDownloadHandler):  # type: ignore[misc]  # (untyped: scrapy-playwright)
     def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler)
         settings = crawler.settings
@@ -31,6 +32,7 @@ class BrowserDownloadHandler(ScrapyPlaywrightDownloadHandler):  # type: ignore[m
         options.setdefault("timeout", settings.getfloat("BROWSER_TIMEOUT") * 1000)
         self.config.launch_options = options
         self.verify_tls = settings.getbool("TLS_VERIFY")
+        self.impersonator = Impersonator(crawler)
         aborted = frozenset(settings.getlist("BROWSER_ABORT_RESOURCES"))
 
         def abort(request: Any) -> bool:  # a Playwright request

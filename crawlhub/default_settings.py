@@ -234,6 +234,8 @@ DOWNLOADER_MIDDLEWARES = {
     "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
     "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
     "crawlhub.downloadermiddlewares.robots.SharedRobotsMiddleware": 100,
+    # the rung of each download (plain, impersonate, browser): the domain's, cluster-wide; it climbs on blocks
+    "crawlhub.downloadermiddlewares.ladder.LadderMiddleware": 360,
     # which requests Chromium renders (decided before the proxy and the header
     # profile are chosen: both depend on it); browser timeouts become retries
     "crawlhub.downloadermiddlewares.browser.BrowserMiddleware": 370,
@@ -251,6 +253,9 @@ DOWNLOADER_MIDDLEWARES = {
     "crawlhub.downloadermiddlewares.redirect.FrontierRedirectMiddleware": 600,
     # sees a proxied answer before retries do: a ban switches proxy, not an attempt
     "crawlhub.downloadermiddlewares.proxy.ProxyBanMiddleware": 900,
+    # a blocked answer (a 403, a ban marker) below the top rung climbs the ladder: a site that refuses how
+    # the client opens TLS refuses every proxy alike, so no proxy is blamed until the top rung is blocked too
+    "crawlhub.downloadermiddlewares.ladder.LadderBlockMiddleware": 910,
     # closest to the download: sees every raw response (429, 3xx) first
     "crawlhub.downloadermiddlewares.politeness.PolitenessMiddleware": 950,
     # every attempt, as it went out and came back: cluster stats and the audit log
@@ -325,6 +330,26 @@ BROWSER_MARK_RATIO = 0.5
 BROWSER_MARK_MIN_FALLBACKS = 1
 # Seconds between a worker's reads of the domains that need the browser.
 BROWSER_DOMAINS_REFRESH = 5.0
+
+# --- The ladder: plain -> impersonate -> browser, per domain (docs/anti-blocking.md) ---
+# The impersonate rung: curl_cffi with a real browser's TLS ClientHello and HTTP/2 settings (the
+# "impersonate" extra). The target follows the request's User-Agent family (IMPERSONATE_TARGETS);
+# IMPERSONATE_TARGET where it has none. False: no impersonate rung (plain, then the browser if any).
+IMPERSONATE_ENABLED = True
+IMPERSONATE_TARGET = "chrome"
+IMPERSONATE_TARGETS = {"chrome": "chrome", "edge": "edge", "firefox": "firefox", "safari": "safari"}
+# A domain climbs a rung after LADDER_CLIMB_AFTER blocked answers on its rung (across the cluster):
+# a status in LADDER_BLOCK_CODES, or a ban marker (PROXY_BAN_MARKERS, the spider's ban_markers). A
+# blocked page is fetched again a rung higher at once. After LADDER_PROBE_AFTER seconds one request
+# probes the rung below (doubling on each failed probe, up to LADDER_PROBE_MAX): cheap again when the
+# site relaxes. A spider pins a rung with its `rung` attribute, a request with meta["rung"].
+LADDER_ENABLED = True
+LADDER_BLOCK_CODES = [403]
+LADDER_CLIMB_AFTER = 3
+LADDER_PROBE_AFTER = 600.0
+LADDER_PROBE_MAX = 86400.0
+# Seconds a worker trusts its copy of the domains' rungs (crawlhub:ladder) before reading Redis again.
+LADDER_REFRESH = 5.0
 
 # --- Header profiles (docs/anti-blocking.md) ----------------------------------
 # Every request carries one real browser's whole navigation header set

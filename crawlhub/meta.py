@@ -41,6 +41,13 @@ PROFILE = "crawlhub_profile"  # the header profile this download used
 PROFILE_HEADERS = "crawlhub_profile_headers"  # header names the profile middleware set (removed on a retry)
 HEADER_PROFILE = "header_profile"  # set by a spider: a profile id to use, or False for none
 
+# -- the ladder: plain, impersonate, browser (crawlhub.downloadermiddlewares.ladder, crawlhub.impersonate) -----------
+RUNG = "rung"  # set by a spider: pins the request to a rung ("plain", "impersonate", "browser")
+DOWNLOAD_RUNG = "crawlhub_rung"  # the rung the ladder chose for this download (chosen again for each attempt)
+IMPERSONATE_TARGET = "impersonate"  # set by a spider: the curl_cffi target ("chrome", "firefox"...) of the impersonate rung
+PROBE = "crawlhub_probe"  # this download probes a cheaper rung for its domain: the rung the domain is on (the same)
+CLIMBED = "crawlhub_climbed"  # the rung this page was last blocked on (its replacement goes a rung higher)
+
 # -- cluster stats ---------------------------------------------------------------------------------------
 ATTEMPT_STARTED = "crawlhub_attempt_started"  # when this attempt went to the downloader (monotonic)
 
@@ -50,4 +57,5 @@ PER_DOWNLOAD = ("proxy", "_auth_proxy", "_scheme_proxy", "playwright_context", "
 
 # Meta that belongs to the request a child was made from, not to the child (Scrapy copies
 # meta into follow-ups in some spiders): a new request starts without them.
-PARENT_ONLY = (LEASE, ATTEMPTS, FIRST_ATTEMPT, EXPIRIES, STATUS, FAILURE, END, AFTER_STORE, LEASE_PAYLOAD)
+PARENT_ONLY = (LEASE, ATTEMPTS, FIRST_ATTEMPT, EXPIRIES, STATUS, FAILURE, END, AFTER_STORE, LEASE_PAYLOAD, DOWNLOAD_RUNG,
+               PROBE, CLIMBED)

@@ -64,6 +64,12 @@
     Arguments: ``spider``, ``score`` (the cycle's, 0..100), ``coverage``
     (``{"Type.field": share}``), ``events`` (open events by kind, counts).
     ClusterStatsMiddleware sets its Prometheus gauges from it.
+
+``ladder_moved``
+    Sent by :class:`crawlhub.downloadermiddlewares.ladder.LadderBlockMiddleware` when a script call moved a
+    domain on the ladder (a climb, a descent). Arguments: ``domain``, ``state`` (the domain's entry in
+    ``crawlhub:{ladder}``, None: back on plain). LadderMiddleware updates its copy at once (the other
+    workers' copies learn it with their next read, LADDER_REFRESH).
 """
 
 from __future__ import annotations
@@ -76,3 +82,4 @@ status_observed = object()
 stats_flushing = object()
 quality_events = object()
 quality_checked = object()
+ladder_moved = object()

@@ -19,6 +19,7 @@ from crawlhub.components import FrontierMiddleware
 from crawlhub.connection import REDIS_ERRORS
 from crawlhub.frontier.records import text
 from crawlhub.intent import leased
+from crawlhub.meta import DOWNLOAD_RUNG
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +51,8 @@ class BrowserMiddleware(FrontierMiddleware):
         return self.marked
 
     def wants_browser(self, request: Request) -> bool:
+        if request.meta.get(DOWNLOAD_RUNG) == "browser":  # the ladder's choice (crawlhub.downloadermiddlewares.ladder)
+            return True
         choice = request.meta.get("browser")
         if choice is not None:
             return bool(choice)

@@ -25,6 +25,7 @@ from crawlhub.frontier.partitions import frontier_keys, partitioned_frontiers
 from crawlhub.frontier.politeness import Politeness, domain_state, get_limit, known_domains
 from crawlhub.frontier.records import text
 from crawlhub.items import cycle_field
+from crawlhub.ladder import read_ladder
 from crawlhub.proxies import proxy_health
 from crawlhub.quality import quality_report
 from crawlhub.seeds import WrongSeedKey, count_seeds
@@ -214,6 +215,7 @@ def cluster_status(server: redis.Redis, settings: BaseSettings, spider: str, wit
     health = proxy_health(server)
     data["proxies"], data["proxy_tiers"] = health["proxies"], health["tiers"]
     data["quality"] = quality_summary(server, spider)
+    data["ladder"] = read_ladder(server)  # domains off the plain rung (crawlhub.ladder)
     return data
 
 

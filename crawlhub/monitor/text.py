@@ -21,6 +21,7 @@ def _duration(seconds: float | None) -> str:
 
 def format_status(data: dict[str, Any]) -> list[str]:
     """The human view of cluster_status (what `crawlhub status` prints)."""
+    from crawlhub.ladder import format_ladder
     from crawlhub.proxies import format_health
 
     if "totals" not in data:  # a spider whose state could not be read (cluster_status's caller says why)
@@ -76,6 +77,9 @@ def format_status(data: dict[str, Any]) -> list[str]:
         redis_rate = f"redis={w['redis_per_s']:g}/s " if "redis_per_s" in w else ""
         lines.append(f"  {w['worker']:28} {w['state']:9} pages={w['pages']:<6} items={w['items']:<6} {redis_rate}"
                      f"beat {now - w['last_beat']:.0f}s ago{'  (' + w['reason'] + ')' if w.get('reason') else ''}")
+    if data.get("ladder"):
+        lines.append("ladder (domains off the plain rung):")
+        lines += format_ladder(data["ladder"], now)
     if data["proxies"]:
         lines.append("proxies:")
         lines += format_health({"proxies": data["proxies"], "tiers": data["proxy_tiers"]})

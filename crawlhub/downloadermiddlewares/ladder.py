@@ -1,0 +1,243 @@
+"""LadderMiddleware (360) and LadderBlockMiddleware (910): the rung each download goes on, per domain for the
+whole cluster, and what a blocked answer does to it.
+
+The rungs, cheapest first: ``plain`` (Scrapy's own client), ``impersonate`` (curl_cffi with a real
+browser's TLS and HTTP/2 fingerprint: :mod:`crawlhub.impersonate`) and ``browser`` (Chromium: this
+worker must have the browser handler). A domain is on plain until its answers show blocking: a status
+in LADDER_BLOCK_CODES or a ban marker. Each blocked page is fetched again a rung higher at once (the
+same page: its lease is replaced, as for the browser fallback), so no page is lost to a block; after
+LADDER_CLIMB_AFTER blocked answers on the domain's rung, across the cluster, the domain itself moves up
+and every worker sends its pages there directly. After LADDER_PROBE_AFTER seconds one request (one in
+the cluster) probes the rung below: not blocked, the domain comes down; blocked, the back-off doubles.
+
+Shared state: ``crawlhub:{ladder}`` (domain -> rung, since, why, next probe; crawlhub status shows it)
+and ``crawlhub:{ladder}:blocks`` (the blocks counted towards a climb), written by one Lua script
+(:data:`crawlhub.ladder.SCRIPT`). Each worker keeps a copy of the ladder and reads it again every LADDER_REFRESH
+seconds, and at once after a move of its own (the ``ladder_moved`` signal): that is how it learns another
+worker moved a domain.
+
+Two middlewares because a rung is chosen before the browser decision (370), the proxy (380) and the
+header profile (395), and a blocked answer is seen before the proxy's ban rules (900) and the retry
+middleware (550): a site that refuses how the client opens TLS refuses every proxy alike, so the rung
+climbs first, and only an answer blocked on the top rung this worker has goes on to blame its proxy (or
+to the dead-letter list).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+
+from scrapy.crawler import Crawler
+from scrapy.exceptions import NotConfigured
+from scrapy.http import Request, Response
+
+from crawlhub import meta, signals
+from crawlhub._utils.urls import domain_of
+from crawlhub.browser import HANDLER as BROWSER_HANDLER
+from crawlhub.components import FrontierMiddleware
+from crawlhub.connection import REDIS_ERRORS
+from crawlhub.frontier.scripts import Script
+from crawlhub.impersonate import BROWSER, IMPERSONATE, PLAIN, RUNGS, can_impersonate
+from crawlhub.ladder import BLOCKS, LADDER, SCRIPT, read_ladder
+from crawlhub.proxies import ban_markers, marker_in
+
+logger = logging.getLogger(__name__)
+
+def available_rungs(settings: Any) -> tuple[str, ...]:
+    """The rungs this worker can download on."""
+    rungs = [PLAIN]
+    if can_impersonate(settings):
+        rungs.append(IMPERSONATE)
+    if settings.getwithbase("DOWNLOAD_HANDLERS").get("https") == BROWSER_HANDLER:
+        rungs.append(BROWSER)
+    return tuple(rungs)
+
+
+class LadderCalls:
+    """The ladder script, called for one worker (:data:`crawlhub.ladder.SCRIPT`)."""
+
+    def __init__(self, owner: FrontierMiddleware) -> None:
+        self.owner = owner
+        self.script: Script | None = None
+
+    def __call__(self, op: str, domain: str, rung: str, *args: Any) -> tuple[dict[str, Any] | None, bool] | None:
+        """The domain's state after the call (None: plain) and whether the call moved it (or claimed its probe);
+        None when there is no shared Redis or it is down."""
+        server = self.owner.server
+        if server is None:
+            return None
+        if self.script is None or self.script.server is not server:
+            self.script = Script(server, SCRIPT)
+        try:
+            raw, moved = self.script([LADDER, BLOCKS], [op, domain, rung, f"{time.time():.3f}", *args])
+        except REDIS_ERRORS as exc:
+            logger.warning("Redis unavailable (%s): the ladder of %s not updated", exc, domain)
+            return None
+        return (json.loads(raw) if raw else None), bool(moved)
+
+
+def _rungs_of(crawler: Crawler) -> tuple[str, ...]:
+    if not crawler.settings.getbool("LADDER_ENABLED"):
+        raise NotConfigured("LADDER_ENABLED is off")
+    return available_rungs(crawler.settings)
+
+
+def _above(rungs: tuple[str, ...], rung: str) -> str | None:
+    higher = [r for r in rungs if RUNGS.index(r) > RUNGS.index(rung)]
+    return higher[0] if higher else None
+
+
+def _below(rungs: tuple[str, ...], rung: str) -> str:
+    lower = [r for r in rungs if RUNGS.index(r) < RUNGS.index(rung)] if rung in RUNGS else []
+    return lower[-1] if lower else PLAIN
+
+
+def pinned(crawler: Crawler, request: Request) -> str | None:
+    """The rung a request (meta["rung"]) or its spider (``rung``) pins it to."""
+    pin = request.meta.get(meta.RUNG)
+    if pin is None:
+        pin = getattr(crawler.spider, "rung", None)
+    if pin is None:
+        return None
+    if pin not in RUNGS:
+        raise ValueError(f"rung {pin!r} is not one of {', '.join(RUNGS)} ({request.url})")
+    return str(pin)
+
+
+class LadderMiddleware(FrontierMiddleware):
+    """Chooses each download's rung: its pin, else its domain's, or the rung below for a probe (order 360)."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        super().__init__(crawler)
+        s = crawler.settings
+        self.rungs = _rungs_of(crawler)
+        self.refresh = s.getfloat("LADDER_REFRESH")
+        self.ladder: dict[str, dict[str, Any]] = {}  # this worker's copy: read every LADDER_REFRESH, and ladder_moved
+        self.loaded = float("-inf")
+        self.calls = LadderCalls(self)
+        self.warned: set[str] = set()
+        crawler.signals.connect(self._moved, signal=signals.ladder_moved)
+
+    def _moved(self, domain: str, state: dict[str, Any] | None) -> None:
+        if state is None:
+            self.ladder.pop(domain, None)
+        else:
+            self.ladder[domain] = state
+
+    def _state(self, domain: str) -> dict[str, Any] | None:
+        server = self.server
+        if server is not None and time.monotonic() - self.loaded >= self.refresh:
+            try:
+                self.ladder = read_ladder(server)
+                self.loaded = time.monotonic()
+            except REDIS_ERRORS as exc:
+                logger.warning("Redis unavailable (%s): using the domains' rungs known so far", exc)
+        return self.ladder.get(domain)
+
+    def _usable(self, rung: str) -> str:
+        """``rung`` if this worker has it, else the highest it has below it."""
+        if rung in self.rungs:
+            return rung
+        if rung not in self.warned:
+            self.warned.add(rung)
+            logger.warning("This worker cannot download on the %s rung (%s): using %s", rung,
+                           "install crawlhub[impersonate] (curl_cffi), IMPERSONATE_ENABLED" if rung == IMPERSONATE
+                           else "BROWSER_ENABLED, or a spider with use_browser", _below(self.rungs, rung))
+        return _below(self.rungs, rung)
+
+    def process_request(self, request: Request) -> None:
+        for key in (meta.DOWNLOAD_RUNG, meta.PROBE):  # a retry chooses again
+            request.meta.pop(key, None)
+        stats = self.crawler.stats
+        pin = pinned(self.crawler, request)
+        if pin is not None:
+            rung = self._usable(pin)
+        else:
+            domain = domain_of(request.url)
+            state = self._state(domain)
+            rung = self._usable(state["rung"]) if state else PLAIN
+            climbed = request.meta.get(meta.CLIMBED)
+            if climbed in RUNGS and RUNGS.index(rung) <= RUNGS.index(climbed):  # blocked there: a rung above it
+                rung = _above(self.rungs, climbed) or rung
+            elif state and rung != PLAIN and float(state.get("probe_at", 0)) <= time.time():
+                claimed = self.calls("probe", domain, rung)
+                if claimed is not None:  # (the state as Redis has it now: the next probe's time among it)
+                    self._moved(domain, claimed[0])
+                if claimed is not None and claimed[1]:  # this request probes the rung below (one in the cluster)
+                    request.meta[meta.PROBE] = rung
+                    rung = _below(self.rungs, rung)
+                    stats.inc_value("ladder/probes")
+                    logger.info("Probing %s on the %s rung (on %s since %s: %s)", domain, rung, request.meta[meta.PROBE],
+                                time.strftime("%H:%M:%S", time.localtime(float(state.get("since", 0)))),
+                                state.get("why", ""))
+        request.meta[meta.DOWNLOAD_RUNG] = rung
+        stats.inc_value(f"ladder/rung/{rung}")
+        return None
+
+
+class LadderBlockMiddleware(FrontierMiddleware):
+    """A blocked answer: counted towards its domain's climb and fetched again a rung higher; a probe's answer
+    brings its domain down or backs it off (order 910, before the proxy's ban rules and the retries)."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        super().__init__(crawler)
+        s = crawler.settings
+        self.rungs = _rungs_of(crawler)
+        self.block_codes = {int(c) for c in s.getlist("LADDER_BLOCK_CODES")}
+        self.climb_after = max(1, s.getint("LADDER_CLIMB_AFTER"))
+        self.probe_after = s.getfloat("LADDER_PROBE_AFTER")
+        self.probe_max = max(self.probe_after, s.getfloat("LADDER_PROBE_MAX"))
+        self.markers: list[str] | None = None
+        self.calls = LadderCalls(self)
+
+    def blocked(self, response: Response) -> str:
+        """Why this answer shows blocking ('' = it does not)."""
+        if response.status in self.block_codes:
+            return f"HTTP {response.status}"
+        if self.markers is None:  # the settings' and the spider's ban markers, once
+            self.markers = ban_markers(self.crawler.settings, self.crawler.spider)
+        return marker_in(response, self.markers)
+
+    def _call(self, op: str, domain: str, rung: str, *args: Any) -> dict[str, Any] | None:
+        result = self.calls(op, domain, rung, *args)
+        if result is None:
+            return None
+        state, moved = result
+        if moved:
+            self.crawler.signals.send_catch_log(signals.ladder_moved, domain=domain, state=state)
+        return state if moved else None
+
+    def process_response(self, request: Request, response: Response) -> Request | Response:
+        rung = request.meta.get(meta.DOWNLOAD_RUNG)
+        if rung is None or pinned(self.crawler, request) is not None:
+            return response
+        domain, stats = domain_of(request.url), self.crawler.stats
+        why = self.blocked(response)
+        probe = request.meta.get(meta.PROBE)
+        if probe:
+            self._call("probed", domain, rung, "" if why else "1", self.probe_after, self.probe_max)
+            if not why:
+                stats.inc_value("ladder/descents")
+                logger.info("%s is not blocked on the %s rung any more: every worker sends it there again", domain, rung)
+                return response
+            logger.info("%s is still blocked on the %s rung (%s): the next probe waits twice as long", domain, rung, why)
+        if not why:
+            return response
+        stats.inc_value(f"ladder/blocked/{rung}")
+        up = _above(self.rungs, rung)
+        if up is None:
+            return response  # the top rung this worker has: the answer as it is
+        if not probe:
+            climbed = self._call("block", domain, rung, self.climb_after, up, self.probe_after,
+                                 f"{why} on {rung} ({request.url})"[:300])
+            if climbed is not None:
+                stats.inc_value("ladder/climbs")
+                logger.warning("%s is blocked on the %s rung (%d answers like %s at %s): every worker sends it on the "
+                               "%s rung now, probing %s again in %.0f s", domain, rung, self.climb_after, why,
+                               request.url, climbed["rung"], rung, self.probe_after)
+        logger.info("%s was blocked on the %s rung (%s): fetching it again on %s", request.url, rung, why, up)
+        kept = {k: v for k, v in request.meta.items() if k not in (meta.DOWNLOAD_RUNG, meta.PROBE)}
+        return request.replace(dont_filter=True, meta={**kept, meta.CLIMBED: rung, meta.SAME_PAGE: True})
