@@ -81,14 +81,20 @@ def read_ladder(server: redis.Redis) -> dict[str, dict[str, Any]]:
     return out
 
 
-def format_ladder(ladder: dict[str, dict[str, Any]], now: float | None = None) -> list[str]:
-    """``crawlhub status``'s lines: a domain's rung, since when and why, and when it is probed again."""
-    now = time.time() if now is None else now
-    lines = []
+def ladder_rows(ladder: dict[str, dict[str, Any]], now: float) -> list[list[str]]:
+    """Each domain off the plain rung: domain, rung, since when, why, and when the rung below is probed next
+    (``crawlhub status``, ``crawlhub ui``, the report)."""
+    rows = []
     for domain, state in sorted(ladder.items()):
-        since = time.strftime("%H:%M:%S", time.localtime(float(state.get("since", 0))))
         probe = float(state.get("probe_at", 0)) - now
-        when = f"in {probe:.0f} s" if probe > 0 else "with its next request"
-        lines.append(f"  {domain:32} {state.get('rung', '?'):11} since {since} ({state.get('why', '')}); "
-                     f"probes {state.get('from', 'the rung below')} {when}")
-    return lines
+        rows.append([domain, str(state.get("rung", "?")),
+                     time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(state.get("since", 0)))),
+                     str(state.get("why", "")),
+                     f"{state.get('from', 'the rung below')} in {probe:.0f} s" if probe > 0 else "with its next request"])
+    return rows
+
+
+def format_ladder(ladder: dict[str, dict[str, Any]], now: float | None = None) -> list[str]:
+    """``crawlhub status``'s lines."""
+    rows = ladder_rows(ladder, time.time() if now is None else now)
+    return [f"  {domain:32} {rung:11} since {since} ({why}); probes {probe}" for domain, rung, since, why, probe in rows]

@@ -199,7 +199,13 @@ class LadderBlockMiddleware(FrontierMiddleware):
             return f"HTTP {response.status}"
         if self.markers is None:  # the settings' and the spider's ban markers, once
             self.markers = ban_markers(self.crawler.settings, self.crawler.spider)
-        return marker_in(response, self.markers)
+        why = marker_in(response, self.markers)
+        judge = getattr(self.crawler.spider, "is_blocked", None)  # the spider's own test: a challenge page, say
+        if not why and judge is not None:
+            verdict = judge(response)
+            if verdict:
+                why = verdict if isinstance(verdict, str) else "the spider's is_blocked"
+        return why
 
     def _call(self, op: str, domain: str, rung: str, *args: Any) -> dict[str, Any] | None:
         result = self.calls(op, domain, rung, *args)

@@ -11,6 +11,7 @@ import redis
 from scrapy.settings import BaseSettings
 
 from crawlhub.frontier.keys import spider_keys as spider_keys_of
+from crawlhub.ladder import ladder_rows
 from crawlhub.monitor.auditlog import log_entry
 from crawlhub.monitor.status import CLASSES, cluster_status, ints
 from crawlhub.quality import percent, quality_report, when
@@ -260,10 +261,19 @@ text-align:right}} td:first-child,th:first-child{{text-align:left}}</style></hea
 {table(["domain", "requests", *CLASSES, "p50", "p95"], domain_rows)}
 {charts["items"]}
 {table(["collection", "documents"], [[name, next(iter(v.values()))] for name, v in collections])}
+{_ladder_section(status.get("ladder"), status["time"])}
 {_revisit_section(data.get("revisit"))}
 {_quality_section(data.get("quality"))}
 </body></html>
 """
+
+
+def _ladder_section(ladder: dict[str, dict[str, Any]] | None, now: float) -> str:
+    """The domains off the plain rung (docs/anti-blocking.md, the ladder); nothing when every domain is plain."""
+    rows = ladder_rows(ladder or {}, now)
+    if not rows:
+        return ""
+    return "<h2>The ladder: domains off the plain rung</h2>\n" + table(["domain", "rung", "since", "why", "probe"], rows)
 
 
 def _revisit_section(revisit: dict[str, Any] | None) -> str:

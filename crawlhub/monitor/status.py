@@ -25,7 +25,7 @@ from crawlhub.frontier.partitions import frontier_keys, partitioned_frontiers
 from crawlhub.frontier.politeness import Politeness, domain_state, get_limit, known_domains
 from crawlhub.frontier.records import text
 from crawlhub.items import cycle_field
-from crawlhub.ladder import read_ladder
+from crawlhub.ladder import ladder_rows, read_ladder
 from crawlhub.proxies import proxy_health
 from crawlhub.quality import quality_report
 from crawlhub.seeds import WrongSeedKey, count_seeds
@@ -216,6 +216,7 @@ def cluster_status(server: redis.Redis, settings: BaseSettings, spider: str, wit
     data["proxies"], data["proxy_tiers"] = health["proxies"], health["tiers"]
     data["quality"] = quality_summary(server, spider)
     data["ladder"] = read_ladder(server)  # domains off the plain rung (crawlhub.ladder)
+    data["ladder_rows"] = ladder_rows(data["ladder"], data["time"])  # (as crawlhub ui shows them)
     return data
 
 

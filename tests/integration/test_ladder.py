@@ -21,7 +21,7 @@ from crawlhub.browser import chromium_path
 from crawlhub.frontier.scripts import Script
 from crawlhub.ladder import BLOCKS, LADDER, SCRIPT, read_ladder
 from crawlhub.proxies import cool_key
-from tests.harness import all_redis_values, cli, run_workers, start_worker, wait_all, wait_for
+from tests.harness import all_redis_values, cli, http, run_workers, start_ui, start_worker, wait_all, wait_for
 from tests.sites.fingerprint import BROWSERS
 from tests.sites.server import LocalProxy
 from tests.sites.shop import shop_pages
@@ -87,6 +87,18 @@ def test_crawlhub_climbs_to_the_impersonate_rung_by_itself_and_stores_every_page
     assert "Launching browser" not in logs and "Browser:" not in logs  # Chromium never started
     status = cli(env, "status", "scrapeme")
     assert status.returncode == 0 and f"{domain}" in status.stdout and "impersonate" in status.stdout
+    # the report and crawlhub ui show the rung, why it moved and when it is probed
+    assert cli(env, "report", "scrapeme", "--html", str(tmp_path / "r.html")).returncode == 0
+    page = (tmp_path / "r.html").read_text()
+    assert "domains off the plain rung" in page and f"<td>{domain}</td><td>impersonate</td>" in page
+    assert "HTTP 403 on plain" in page and "plain in " in page
+    ui, base = start_ui(env, tmp_path)
+    try:
+        code, _, body = http(base + "/api/spiders/scrapeme/status")
+    finally:
+        ui.kill()
+    rows = json.loads(body)["ladder_rows"]
+    assert code == 200 and [r[:2] for r in rows] == [[domain, "impersonate"]] and "HTTP 403 on plain" in rows[0][3]
 
 
 def test_the_impersonate_rung_goes_through_the_proxy_and_no_proxy_is_blamed(env, site, redis_client, mongo_db,

@@ -113,3 +113,30 @@ def test_status_shows_a_domains_rung_why_and_its_next_probe():
     assert len(lines) == 1
     assert "shop.example" in lines[0] and "impersonate" in lines[0] and "HTTP 403 on plain" in lines[0]
     assert "probes plain in 500 s" in lines[0]
+
+
+def test_a_block_is_a_code_a_ban_marker_or_the_spiders_own_verdict():
+    from scrapy import Spider
+    from scrapy.http import HtmlResponse
+
+    from crawlhub.downloadermiddlewares.ladder import LadderBlockMiddleware
+
+    class Shop(Spider):
+        name = "shop"
+        ban_markers = ("access denied",)
+
+        def is_blocked(self, response):
+            return "verify you are human" if response.css("form#challenge") else ""
+
+    crawler = get_crawler(Shop, settings_dict=project_settings())
+    crawler.spider = Shop()
+    blocks = LadderBlockMiddleware(crawler)
+
+    def page(body: str, status: int = 200) -> HtmlResponse:
+        return HtmlResponse("https://shop.example/", status=status, body=body.encode(), encoding="utf-8")
+
+    assert blocks.blocked(page("<html>fine</html>")) == ""
+    assert blocks.blocked(page("<html>fine</html>", 403)) == "HTTP 403"
+    assert blocks.blocked(page("<html>Access Denied</html>")) == "ban marker 'access denied'"
+    assert blocks.blocked(page('<html><form id="challenge"></form></html>')) == "verify you are human"
+    assert blocks.blocked(page("<html>fine</html>", 429)) == ""  # a 429 slows the domain down (politeness), no climb

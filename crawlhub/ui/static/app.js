@@ -77,6 +77,7 @@ function render(d) {
   fill("items", Object.entries(items.stored || {}).concat([["quarantine", items.quarantined || 0]])
     .map(([name, n]) => [name, num(n)]));
   fill("proxies", (d.proxies || []).map((p) => [p.id, p.pool || "", p.state, num(p.ok), num(p.failures), p.last_error || ""]));
+  fill("ladder", d.ladder_rows || []);
   fill("log", (d.log || []).map((e) => [new Date(e.time * 1000).toLocaleTimeString(), e.status === null ? `ERR ${e.error}` : e.status,
     Math.round(e.ms), num(e.bytes), e.worker, e.url + (e.proxy ? ` via ${e.proxy}` : "") + (e.browser ? " [browser]" : "")]));
   renderQuality(d.quality);
