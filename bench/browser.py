@@ -10,7 +10,7 @@ pages/s and peak memory (PSS) of the worker's whole process tree (Python, Playwr
 driver, Chromium), and the tree's memory after 50 and after 500 pages: a flat
 figure means pages and contexts are closed.
 
-    .venv/bin/python -m bench.browser [--pages 500]
+    .venv/bin/python -m bench.browser [--pages 500] [--https]
 """
 
 from __future__ import annotations
@@ -130,17 +130,18 @@ def run(mode: str, url: str) -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pages", type=int, default=500)
+    parser.add_argument("--https", action="store_true", help="the site over HTTPS: each rung's TLS handshake counted")
     parser.add_argument("--crawl", help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.crawl:
         crawl(args.crawl, args.url)
         return 0
-    site = subprocess.Popen([sys.executable, "-m", "bench.site", "--pages", str(args.pages)], cwd=ROOT,
-                            stdout=subprocess.PIPE, text=True)
+    site = subprocess.Popen([sys.executable, "-m", "bench.site", "--pages", str(args.pages), *(["--tls"] if args.https else [])],
+                            cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:
         port = int(site.stdout.readline().split()[1])
-        url = f"http://127.0.0.1:{port}/p/0"
+        url = f"{'https' if args.https else 'http'}://127.0.0.1:{port}/p/0"
         print(f"site: {args.pages} pages at {url}; one worker, CONCURRENT_REQUESTS=8, Scrapy's in-memory scheduler")
         rows = {}
         for mode in ("plain", "impersonate", "browser"):

@@ -27,7 +27,7 @@ def page_body(i: int, pages: int) -> bytes:
     return f"<!doctype html><html><head><title>page {i}</title></head><body><h1>page {i}</h1><ul>{links}</ul>{filler}</body></html>".encode()
 
 
-def serve(port: int, pages: int) -> None:
+def serve(port: int, pages: int, tls: bool = False) -> None:
     from twisted.internet import reactor
     from twisted.web import resource, server
 
@@ -44,7 +44,15 @@ def serve(port: int, pages: int) -> None:
 
     site = server.Site(Pages())
     site.noisy = False
-    port_ = reactor.listenTCP(port, site, interface="127.0.0.1")
+    if tls:  # HTTPS with a self-signed certificate (the tests' own), for what each client's TLS handshake costs
+        from twisted.internet import ssl
+
+        from tests.sites.server import self_signed_cert
+
+        cert, key = self_signed_cert()
+        port_ = reactor.listenSSL(port, site, ssl.DefaultOpenSSLContextFactory(key, cert), interface="127.0.0.1")
+    else:
+        port_ = reactor.listenTCP(port, site, interface="127.0.0.1")
     print(f"READY {port_.getHost().port}", flush=True)
     reactor.run()
 
@@ -53,8 +61,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--pages", type=int, default=20000)
+    parser.add_argument("--tls", action="store_true", help="serve HTTPS (a self-signed certificate)")
     args = parser.parse_args(argv)
-    serve(args.port, args.pages)
+    serve(args.port, args.pages, args.tls)
     return 0
 
 
