@@ -126,6 +126,21 @@ def test_the_impersonate_rung_goes_through_the_proxy_and_no_proxy_is_blamed(env,
     assert read_ladder(redis_client)[f"127.0.0.1:{shop.port}"]["rung"] == "impersonate"
 
 
+def test_a_redirect_on_the_impersonate_rung_is_followed_by_scrapy(env, site, redis_client, mongo_db, tmp_path):
+    """A redirect is an answer like any: blocked on plain, its replacement gets the 301 on the impersonate rung,
+    and Scrapy's redirect middleware follows it there (the page's rung goes with it)."""
+    pages = shop_pages(30, 6)
+    pages["/old-shop/"] = (301, "text/html", "", {"Location": "/shop/"})
+    shop = site(pages, tls=True, fingerprints=BROWSERS)
+    redis_client.lpush("scrapeme:start_urls", f"{shop.url}/old-shop/")
+    run_workers("scrapeme", env, tmp_path, 1, timeout=120, **CHROME)
+    assert mongo_db.products.count_documents({}) == 30
+    moved = [h for h in shop.hits if h.path == "/old-shop/"]
+    assert [h.status for h in moved] == [403, 301] and moved[1].ja4 in BROWSERS
+    assert [h.status for h in shop.hits if h.path == "/shop/"][0] == 200  # the redirect stayed on its rung
+    assert all(h.ja4 in BROWSERS for h in shop.hits if h.status == 200)
+
+
 def test_a_domain_comes_back_to_plain_when_the_site_stops_checking(env, site, redis_client, mongo_db, tmp_path):
     """De-escalation: after LADDER_PROBE_AFTER one request probes the plain rung; not blocked, the domain is
     plain again for every worker, and the rest of the crawl goes out through Scrapy's own client."""
