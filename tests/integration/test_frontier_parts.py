@@ -26,10 +26,12 @@ def test_the_lua_scripts_take_every_key_name_from_the_registry(redis_client):
     # placed (#30): every key of the partition under its own tag, {sp:3:<3 letters>}
     part = key_names.spider_keys("sp").with_partitions(4).part(3)
     tagged = FrontierOps(redis_client, part)
+    assert part.tag.startswith("{sp:3:") and part.tag.endswith("}")
     assert part.tag.startswith("{sp:3:") and part.tag.endswith("}")  # (#30: placed tags; "{sp:3}" before)
     assert {tagged.ctx[k][:len(part.tag)] for k in ("domain", "known", "prefix", "inflight", "dlq", "seen")} == {part.tag}
     assert "paused" not in tagged.ctx and "budget" not in tagged.ctx and "limits" not in tagged.ctx
     # laid out by #30 before the keys of a round were grouped (recorded "placed"): the same placed tags
     part = key_names.spider_keys("sp").with_partitions(4, grouped=False).part(3)
     assert part.tag.startswith("{sp:3:") and part.tag.endswith("}")
+    assert part.tag.startswith("{sp:3:") and part.tag.endswith("}")  # (#30: placed tags; "{sp:3}" before)
     assert part == key_names.spider_keys("sp").with_partitions(4).part(3)

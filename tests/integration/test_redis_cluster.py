@@ -216,7 +216,8 @@ def test_the_crawlhub_command_steers_a_crawl_on_a_cluster(cluster_env, cluster, 
         assert cli(env, "seed", "scrapeme", f"{shop.url}/shop/").returncode == 0
     assert cli(env, "pause", "scrapeme").returncode == 0
     worker = start_worker("scrapeme", env, tmp_path, "w0", CONCURRENT_REQUESTS=4)
-    time.sleep(6)
+    # the worker asked for requests and was told the crawl is paused (it logs it once)
+    assert wait_for(lambda: "is paused (" in worker.log(), 60), "the worker never saw the pause"
     assert sum(len(s.fetched("/shop")) for s in shops) <= 4, "a paused crawl leased pages (seeds are fetched once)"
     out = cli(env, "status", "scrapeme", "--json")
     assert out.returncode == 0, out.stderr
@@ -283,7 +284,8 @@ def steer_a_crawl_and_reset_it(cluster_env, cluster, site, mongo_db, tmp_path, r
         assert cli(env, "seed", "scrapeme", f"{shop.url}/shop/").returncode == 0
     assert cli(env, "pause", "scrapeme").returncode == 0
     worker = start_worker("scrapeme", env, tmp_path, "w0", CONCURRENT_REQUESTS=4)
-    time.sleep(6)
+    # the worker asked for requests and was told the crawl is paused (it logs it once)
+    assert wait_for(lambda: "is paused (" in worker.log(), 60), "the worker never saw the pause"
     assert sum(len(s.fetched("/shop")) for s in shops) <= 4, "a paused crawl leased pages (seeds are fetched once)"
     out = cli(env, "status", "scrapeme", "--json")
     assert out.returncode == 0, out.stderr

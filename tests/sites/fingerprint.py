@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import socket
 import struct
-import time
 
 GREASE = {0x0A0A + 0x1010 * i for i in range(16)}
 VERSIONS = {0x0304: "13", 0x0303: "12", 0x0302: "11", 0x0301: "10"}
@@ -89,17 +88,18 @@ def peek_ja4(sock: socket.socket, timeout: float = 10.0) -> str:
     """The JA4 of a connection's ClientHello, read without consuming it (the TLS handshake reads it after);
     '' if what came first is not one."""
     previous = sock.gettimeout()
-    sock.settimeout(timeout)
+    # a blocking socket with a receive timeout: MSG_WAITALL then waits in the kernel until that much is there
+    # (a ClientHello may come in more than one segment), for at most ``timeout``
+    sock.settimeout(None)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", int(timeout), 0))
     try:
-        deadline = time.monotonic() + timeout
-        while True:  # a ClientHello may come in more than one segment: until its record is whole
-            data = socket.socket.recv(sock, 16384, socket.MSG_PEEK)
-            if (not data or (len(data) >= 5 and (data[0] != 22 or len(data) >= 5 + _u16(data, 3)))
-                    or time.monotonic() > deadline):
-                break
-            time.sleep(0.001)  # (the rest of the record is on its way)
+        head = socket.socket.recv(sock, 5, socket.MSG_PEEK | socket.MSG_WAITALL)
+        data = head
+        if len(head) == 5 and head[0] == 22:
+            data = socket.socket.recv(sock, 5 + _u16(head, 3), socket.MSG_PEEK | socket.MSG_WAITALL)
         return ja4(data) if data else ""
     except (OSError, ValueError, IndexError, struct.error):
         return ""
     finally:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 0, 0))
         sock.settimeout(previous)
