@@ -12,7 +12,7 @@ from collections import Counter
 import pytest
 
 from crawlhub._utils.urls import domain_of
-from tests.harness import cli, run_workers, worker_records
+from tests.harness import cli, run_workers, start_worker, wait_all, wait_for, worker_records
 from tests.sites.shop import shop_pages
 
 ROBOTS_PATH = "/robots.txt"
@@ -173,11 +173,17 @@ def test_limited_domain_does_not_hold_up_another(env, site, redis_client, tmp_pa
 
 
 def test_concurrency_limit_across_three_workers(env, site, redis_client, tmp_path):
-    shop = site(shop_pages(20 * 8, 8), delay=0.2)
+    shop = site(shop_pages(20 * 8, 8), delay=0.5)
     domain = domain_of(shop.url)
     cli(env, "limits", "set", domain, "none", "--concurrency", "2")
+    # all three join before the seed goes in (a worker that starts late on a loaded machine would otherwise find
+    # the crawl done: the check below is about sharing, not start-up order); idle workers read seeds at Scrapy's
+    # 5 s heartbeat, so they stay open past it, and the pages (5 s at 2 at once) outlast an idle worker's poll (2 s)
+    workers = [start_worker("scrapeme", env, tmp_path, f"scrapeme-{i}", MAX_IDLE_TIME_BEFORE_CLOSE=8)
+               for i in range(3)]
+    assert wait_for(lambda: len(worker_records(redis_client, "scrapeme")) == 3, 60), "the three workers joined"
     redis_client.lpush("scrapeme:start_urls", f"{shop.url}/shop/")
-    run_workers("scrapeme", env, tmp_path, 3, timeout=120)
+    wait_all(workers, 120)
 
     assert len(set(shop.fetched("/shop"))) == 20
     assert shop.max_active == 2, f"the site saw {shop.max_active} requests at once"
