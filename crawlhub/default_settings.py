@@ -239,6 +239,8 @@ DOWNLOADER_MIDDLEWARES = {
     # which requests Chromium renders (decided before the proxy and the header
     # profile are chosen: both depend on it); browser timeouts become retries
     "crawlhub.downloadermiddlewares.browser.BrowserMiddleware": 370,
+    # sessions (a spider with login or use_sessions): the session binds the proxy and the profile chosen next
+    "crawlhub.downloadermiddlewares.sessions.SessionMiddleware": 375,
     # a proxy from the domain's pool, then one coherent browser header profile
     # (before Scrapy's DefaultHeaders 400 and UserAgent 500, which only fill gaps)
     "crawlhub.downloadermiddlewares.proxy.ProxyMiddleware": 380,
@@ -256,6 +258,8 @@ DOWNLOADER_MIDDLEWARES = {
     # a blocked answer (a 403, a ban marker) below the top rung climbs the ladder: a site that refuses how
     # the client opens TLS refuses every proxy alike, so no proxy is blamed until the top rung is blocked too
     "crawlhub.downloadermiddlewares.ladder.LadderBlockMiddleware": 910,
+    # a session's raw answers first: its cookies (a redirect's too) into Redis, a ban ends it, an expiry logs in
+    "crawlhub.downloadermiddlewares.sessions.SessionResponseMiddleware": 920,
     # closest to the download: sees every raw response (429, 3xx) first
     "crawlhub.downloadermiddlewares.politeness.PolitenessMiddleware": 950,
     # every attempt, as it went out and came back: cluster stats and the audit log
@@ -350,6 +354,27 @@ LADDER_PROBE_AFTER = 600.0
 LADDER_PROBE_MAX = 86400.0
 # Seconds a worker trusts its copy of the domains' rungs (crawlhub:ladder) before reading Redis again.
 LADDER_REFRESH = 5.0
+
+# --- Sessions shared by the cluster (docs/anti-blocking.md, "Sessions") ---
+# On for a spider that defines `login(session)` or sets `use_sessions = True` (or with SESSIONS_ENABLED):
+# each request goes out in one of SESSION_POOL_SIZE sessions (a cookie jar in Redis bound to a proxy and a
+# header profile); `login` runs once per session, in one worker, and again when the spider's
+# `session_expired(response)` says the site ended it. A session ends after SESSION_MAX_AGE seconds or
+# SESSION_MAX_USES requests (0: never), and at its first answer with a status in SESSION_BAN_CODES or a ban
+# marker. A login has SESSION_LOGIN_TIMEOUT seconds (other workers wait for it that long at most); after
+# SESSION_LOGIN_FAILURES failed logins in a row, requests go back to the frontier as retries (then to the
+# dead-letter list) instead of starting new sessions. A page whose session expires again right after a login
+# SESSION_MAX_RELOGINS times in a row is retried the same way. A worker reads the pool's list again every
+# SESSION_REFRESH seconds (a session's cookies: whenever their version changes).
+SESSIONS_ENABLED = False
+SESSION_POOL_SIZE = 4
+SESSION_MAX_AGE = 3000.0
+SESSION_MAX_USES = 50
+SESSION_BAN_CODES = [401, 403, 429]
+SESSION_LOGIN_TIMEOUT = 60.0
+SESSION_LOGIN_FAILURES = 3
+SESSION_MAX_RELOGINS = 2
+SESSION_REFRESH = 5.0
 
 # --- Header profiles (docs/anti-blocking.md) ----------------------------------
 # Every request carries one real browser's whole navigation header set

@@ -13,7 +13,8 @@ LEASE_PAYLOAD = "crawlhub_lease_payload"  # the leased request's JSON as the fro
 ATTEMPTS = "crawlhub_attempts"  # failed attempts so far
 FIRST_ATTEMPT = "crawlhub_first_attempt"  # time of the first attempt
 EXPIRIES = "crawlhub_expiries"  # times its lease expired (its worker died)
-SAME_PAGE = "crawlhub_same_page"  # this request replaces its lease's (same page, fetched another way)
+SAME_PAGE = "crawlhub_same_page"  # this request replaces its lease's (same page, fetched another way); True, or the
+# URL it replaces (the page asked again from the start of its redirects: the lease is the last hop's)
 # the download failure Scrapy reported for this request (crawlhub.logformatter): a leaked lease's reason
 FAILURE = "crawlhub_failure"
 # what a component decided of this leased request (crawlhub.intent): the scheduler carries it out
@@ -48,6 +49,14 @@ IMPERSONATE_TARGET = "impersonate"  # set by a spider: the curl_cffi target ("ch
 PROBE = "crawlhub_probe"  # this download probes a cheaper rung for its domain: the rung the domain is on (the same)
 CLIMBED = "crawlhub_climbed"  # the rung this page was last blocked on (its replacement goes a rung higher)
 
+# -- sessions shared by the cluster (crawlhub.sessions, crawlhub.downloadermiddlewares.sessions) -------------------
+SESSION = "session"  # the session id this request goes out in (set by a spider to continue one; else chosen)
+NO_SESSION = "dont_session"  # set by a spider: this request goes out with no session (Scrapy's own cookie jar)
+SESSION_GEN = "crawlhub_session_gen"  # the session's login generation this download used
+SESSION_LOGIN = "crawlhub_session_login"  # a download of a login (spider.login): no session is chosen for it
+SESSION_PROXY = "crawlhub_session_proxy"  # the proxy id the session is bound to (ProxyMiddleware uses it)
+RELOGINS = "crawlhub_relogins"  # times this page found its session expired and went again after a login
+
 # -- cluster stats ---------------------------------------------------------------------------------------
 ATTEMPT_STARTED = "crawlhub_attempt_started"  # when this attempt went to the downloader (monotonic)
 
@@ -58,4 +67,4 @@ PER_DOWNLOAD = ("proxy", "_auth_proxy", "_scheme_proxy", "playwright_context", "
 # Meta that belongs to the request a child was made from, not to the child (Scrapy copies
 # meta into follow-ups in some spiders): a new request starts without them.
 PARENT_ONLY = (LEASE, ATTEMPTS, FIRST_ATTEMPT, EXPIRIES, STATUS, FAILURE, END, AFTER_STORE, LEASE_PAYLOAD, DOWNLOAD_RUNG,
-               PROBE, CLIMBED)
+               PROBE, CLIMBED, SESSION_GEN, SESSION_LOGIN, SESSION_PROXY)

@@ -225,6 +225,20 @@ def marker_in(response: Any, markers: list[str]) -> str:
     return ""
 
 
+def block_reason(response: Any, codes: set[int], markers: list[str], spider: Any) -> str:
+    """Why an answer shows blocking ('' = it does not): a status in ``codes``, one of ``markers`` in its text, or
+    the spider's ``is_blocked(response)`` (True or a reason: a challenge page that answers 200, say)."""
+    if response.status in codes:
+        return f"HTTP {response.status}"
+    why = marker_in(response, markers)
+    judge = getattr(spider, "is_blocked", None)
+    if not why and judge is not None:
+        verdict = judge(response)
+        if verdict:
+            why = verdict if isinstance(verdict, str) else "the spider's is_blocked"
+    return why
+
+
 def format_health(health: dict[str, Any]) -> list[str]:
     lines = []
     for p in health["proxies"]:

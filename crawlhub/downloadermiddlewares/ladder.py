@@ -42,7 +42,7 @@ from crawlhub.connection import REDIS_ERRORS
 from crawlhub.frontier.scripts import Script
 from crawlhub.impersonate import BROWSER, IMPERSONATE, PLAIN, RUNGS, can_impersonate
 from crawlhub.ladder import BLOCKS, LADDER, SCRIPT, read_ladder
-from crawlhub.proxies import ban_markers, marker_in
+from crawlhub.proxies import ban_markers, block_reason
 
 logger = logging.getLogger(__name__)
 
@@ -195,17 +195,9 @@ class LadderBlockMiddleware(FrontierMiddleware):
 
     def blocked(self, response: Response) -> str:
         """Why this answer shows blocking ('' = it does not)."""
-        if response.status in self.block_codes:
-            return f"HTTP {response.status}"
         if self.markers is None:  # the settings' and the spider's ban markers, once
             self.markers = ban_markers(self.crawler.settings, self.crawler.spider)
-        why = marker_in(response, self.markers)
-        judge = getattr(self.crawler.spider, "is_blocked", None)  # the spider's own test: a challenge page, say
-        if not why and judge is not None:
-            verdict = judge(response)
-            if verdict:
-                why = verdict if isinstance(verdict, str) else "the spider's is_blocked"
-        return why
+        return block_reason(response, self.block_codes, self.markers, self.crawler.spider)
 
     def _call(self, op: str, domain: str, rung: str, *args: Any) -> dict[str, Any] | None:
         result = self.calls(op, domain, rung, *args)
@@ -244,6 +236,8 @@ class LadderBlockMiddleware(FrontierMiddleware):
                 logger.warning("%s is blocked on the %s rung (%d answers like %s at %s): every worker sends it on the "
                                "%s rung now, probing %s again in %.0f s", domain, rung, self.climb_after, why,
                                request.url, climbed["rung"], rung, self.probe_after)
+        if request.meta.get(meta.SESSION_LOGIN):  # a login's download: the login sees the answer (a form is not sent
+            return response                        # twice: its CSRF token is spent), the domain's block is counted
         logger.info("%s was blocked on the %s rung (%s): fetching it again on %s", request.url, rung, why, up)
         kept = {k: v for k, v in request.meta.items() if k not in (meta.DOWNLOAD_RUNG, meta.PROBE)}
         return request.replace(dont_filter=True, meta={**kept, meta.CLIMBED: rung, meta.SAME_PAGE: True})

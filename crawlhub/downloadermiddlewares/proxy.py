@@ -180,6 +180,9 @@ class ProxyMiddleware:
         browser = bool(request.meta.get("playwright"))
         country = (request.meta.get("proxy_country") or "").lower()
         tried = set(request.meta.get(TRIED) or ())
+        bound = self.by_id.get(request.meta.get(meta.SESSION_PROXY) or "")
+        if bound is not None and bound.id not in tried and self.usable(bound, st, browser, now):
+            return bound  # the session's own proxy (crawlhub.downloadermiddlewares.sessions)
         asked = request.meta.get("proxy_pool")
         if asked and asked not in self.pools:
             logger.warning("%s asks for proxy pool %r, which is not configured (pools: %s)", request.url, asked, list(self.pools))

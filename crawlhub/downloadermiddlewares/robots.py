@@ -212,6 +212,8 @@ class SharedRobotsMiddleware(FrontierMiddleware):
             # always plain HTTP: Chromium would wrap the file in HTML and the rules would not parse
             meta={"dont_obey_robotstxt": True, "dont_retry": True, "download_timeout": self.timeout,
                   "browser": False, "playwright": False,
+                  # no session: a session's login would wait for this very file (its requests obey it too)
+                  meta.NO_SESSION: True,
                   SLOT_TAKEN: bool(for_request.meta.get(LEASE))},
         )
         stats = self.crawler.stats

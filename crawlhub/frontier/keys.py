@@ -214,6 +214,8 @@ class Keys:
     incidents: str  # list: what workers saw go wrong with the frontier itself (it vanished), newest first
     ready: str  # zset (tagged only): partition -> when it may next have a request ready (a hint)
     seeded: str  # JSON {worker, at, urls}: the spider's start_urls were pushed to its seeds for this crawl (once)
+    # prefix too: the sessions shared by the cluster (crawlhub.sessions): the pool, <sessions>:stats, <sessions>:c:<id>
+    sessions: str
     partitions: int = 1
     tagged: bool = False
     # the partitions' tags are placed (placed_tag: even over a cluster's masters); False: {<spider>:<p>}, the
@@ -257,6 +259,7 @@ class Keys:
             incidents=f"{spider}:incidents",
             ready="",
             seeded=f"{spider}:seeded",
+            sessions=f"{spider}:{{{spider}}}:sessions",  # (tag {<spider>}: one slot for the pool, its cookies, counters)
             queue_key=str(settings.get("SCHEDULER_QUEUE_KEY", "%(spider)s:requests")) % {"spider": spider},
             dupefilter_key=dupefilter,
         ).with_partitions(count, cluster)
@@ -364,8 +367,8 @@ class Keys:
         """The prefixes whose keys are ``<prefix>:...`` (per minute; with one partition, its per-domain queues and
         filter buckets too; with several, each partition's are in PartKeys.prefixes)."""
         if self.partitions == 1:
-            return (*self.part(0).prefixes(), self.stats_minutes)
-        return (self.stats_minutes,)
+            return (*self.part(0).prefixes(), self.stats_minutes, self.sessions)
+        return (self.stats_minutes, self.sessions)
 
 
 def spider_keys(spider: str, settings: BaseSettings | None = None) -> Keys:

@@ -132,7 +132,8 @@ class LeaseBook:
         lease = self._leases.get(lease_id)
         redirected_from = (request.meta.get("redirect_urls") or [None])[-1]
         same_page = request.meta.pop(meta.SAME_PAGE, False)
-        if lease is not None and (redirected_from == lease.url or (same_page and request.url == lease.url)):
+        # (SAME_PAGE may name the URL it replaces: a page asked again from the start of its redirects)
+        if lease is not None and (redirected_from == lease.url or (same_page and lease.url in (request.url, same_page))):
             del self._leases[lease_id]
             return str(lease_id)
         for key in meta.PARENT_ONLY:

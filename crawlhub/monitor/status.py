@@ -29,6 +29,7 @@ from crawlhub.ladder import ladder_rows, read_ladder
 from crawlhub.proxies import proxy_health
 from crawlhub.quality import quality_report
 from crawlhub.seeds import WrongSeedKey, count_seeds
+from crawlhub.sessions import read_sessions
 from crawlhub.stats import LATENCY_BUCKETS_MS, items_field, minute_key, percentile
 
 CLASSES = ("2xx", "3xx", "4xx", "5xx", "error")
@@ -217,6 +218,7 @@ def cluster_status(server: redis.Redis, settings: BaseSettings, spider: str, wit
     data["quality"] = quality_summary(server, spider)
     data["ladder"] = read_ladder(server)  # domains off the plain rung (crawlhub.ladder)
     data["ladder_rows"] = ladder_rows(data["ladder"], data["time"])  # (as crawlhub ui shows them)
+    data["sessions"] = read_sessions(server, spider)  # the sessions shared by the cluster (crawlhub.sessions)
     return data
 
 

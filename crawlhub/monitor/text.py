@@ -23,6 +23,7 @@ def format_status(data: dict[str, Any]) -> list[str]:
     """The human view of cluster_status (what `crawlhub status` prints)."""
     from crawlhub.ladder import format_ladder
     from crawlhub.proxies import format_health
+    from crawlhub.sessions import format_sessions
 
     if "totals" not in data:  # a spider whose state could not be read (cluster_status's caller says why)
         return [f"spider {data['spider']}:", *(f"!! {problem}" for problem in data.get("problems", []))]
@@ -80,6 +81,7 @@ def format_status(data: dict[str, Any]) -> list[str]:
     if data.get("ladder"):
         lines.append("ladder (domains off the plain rung):")
         lines += format_ladder(data["ladder"], now)
+    lines += format_sessions(data.get("sessions") or {})
     if data["proxies"]:
         lines.append("proxies:")
         lines += format_health({"proxies": data["proxies"], "tiers": data["proxy_tiers"]})

@@ -90,6 +90,9 @@ def serve(answer, port: int = 0, tls: bool = False, connect=None) -> ThreadingHT
         def do_GET(self):  # noqa: N802
             answer(self)
 
+        def do_POST(self):  # noqa: N802 - (a login form's; the page's handler reads the body: LocalSite.request_body)
+            answer(self)
+
         def do_CONNECT(self):  # noqa: N802
             if connect is None:
                 self.send_error(405)
@@ -142,6 +145,14 @@ class LocalSite:
         self._current = threading.local()
         self._versions: dict[str, tuple[str, float]] = {}  # path -> (ETag, time it last changed)
 
+    def request_method(self) -> str:
+        """The method of the request being answered (for a ``handler``)."""
+        return getattr(self._current, "method", "GET")
+
+    def request_body(self) -> bytes:
+        """The body of the request being answered (a POST's form, for a ``handler``)."""
+        return getattr(self._current, "body", b"")
+
     def request_header(self, name: str, default: str = "") -> str:
         """A header of the request being answered (for a ``handler``)."""
         headers = getattr(self._current, "headers", None)
@@ -180,6 +191,9 @@ class LocalSite:
             self.max_active = max(self.max_active, self.active)
         status = 500  # if the page raises
         self._current.headers = request.headers
+        self._current.method = request.command
+        length = int(request.headers.get("Content-Length") or 0) if request.command == "POST" else 0
+        self._current.body = request.rfile.read(length) if length else b""
         ja4 = getattr(request, "ja4", "")
         try:
             allowed = self.fingerprints

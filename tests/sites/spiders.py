@@ -196,3 +196,38 @@ class BadRevisitSpider(CrawlhubSpider):
 
     def parse(self, response):
         yield Page(url=response.url, status=response.status, source_url=response.url)
+
+
+class CatalogSpider(CrawlhubSpider):
+    """A Page per list and item page of tests.sites.members' catalogs, following the lists' links."""
+
+    def parse(self, response):
+        yield Page(url=response.url, title=response.css("title::text").get(), status=response.status,
+                   h1=response.css("p.user::text").get(), source_url=response.url)
+        for href in response.css("a::attr(href)").getall():
+            if href.startswith(("/list/", "/item/")):
+                yield response.follow(href, callback=self.parse)
+
+
+class VisitorsSpider(CatalogSpider):
+    """A session starts by visiting the home page, which hands out the cookie every other page demands."""
+
+    name = "t_visitors"
+
+    async def login(self, session):
+        await session.get(os.environ["VISITORS_HOME"])
+
+
+class MembersSpider(CatalogSpider):
+    """Logs in with a form (its CSRF token in a hidden field); the site ends sessions by sending to the form."""
+
+    name = "t_members"
+
+    async def login(self, session):
+        form = await session.get(os.environ["MEMBERS_LOGIN_URL"])
+        page = await session.submit(form, formdata={"user": os.environ["MEMBERS_USER"],
+                                                    "password": os.environ["MEMBERS_PASSWORD"]})
+        return "Log out" in page.text
+
+    def session_expired(self, response):
+        return "/login" in response.url and "the members' page sent us to the login form"
