@@ -19,6 +19,7 @@ machine: compare costs with it.
     .venv/bin/python -m bench.frontier            # 20,000 pages, 3 rounds
     .venv/bin/python -m bench.frontier --quick    # 3,000 pages, 3 rounds
     .venv/bin/python -m bench.frontier --quality --pages 10000 --repeat 5   # the quality monitor's cost
+    .venv/bin/python -m bench.frontier --sessions --pages 5000 --repeat 3   # sessions shared by the cluster
 """
 
 from __future__ import annotations
@@ -236,6 +237,9 @@ def main(argv=None) -> int:
     parser.add_argument("--quality", action="store_true",
                         help="A/B: crawlhub x1 with the quality monitor on and off (QUALITY_ENABLED), typed items, "
                              "taking turns; prints the medians and the ratios")
+    parser.add_argument("--sessions", action="store_true",
+                        help="A/B: crawlhub x1 and x2 with every request in a cluster-wide session (SESSIONS_ENABLED: "
+                             "a script call per request, a pool of 4) and without, taking turns; the medians, the ratios")
     parser.add_argument("--crawl", help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--redis", help=argparse.SUPPRESS)
@@ -267,6 +271,9 @@ def main(argv=None) -> int:
             return compare(server, base, redis_url, {"quality on": (ROOT, {**typed, "QUALITY_ENABLED": "1"}),
                                                      "quality off": (ROOT, {**typed, "QUALITY_ENABLED": "0"})},
                            args.repeat, worker_counts=(1,))
+        if args.sessions:
+            return compare(server, base, redis_url, {"sessions on": (ROOT, {"SESSIONS_ENABLED": "1"}),
+                                                     "sessions off": (ROOT, {"SESSIONS_ENABLED": "0"})}, args.repeat)
         configs = [("memory", 1), ("scrapy-redis", 1), ("crawlhub", 1), ("crawlhub", 2)]
         runs: dict[tuple, list[dict]] = {c: [] for c in configs}
         for round_ in range(args.repeat):
