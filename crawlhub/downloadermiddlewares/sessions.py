@@ -192,6 +192,8 @@ class SessionPool:
     # -- cookies ---------------------------------------------------------------------------------------------
     def store_cookies(self, session_id: str, request: Request, response: Response) -> None:
         """The answer's cookies, into the session's jar here and in Redis (before the callback sees the answer)."""
+        if b"Set-Cookie" not in response.headers:
+            return  # (most answers: nothing to compare, nothing to write)
         ver, jar = self.jars.setdefault(session_id, (-1, CookieJar()))
         before = jar_snapshot(jar.jar)
         jar.extract_cookies(response, request)
@@ -290,7 +292,7 @@ class SessionComponent(FrontierMiddleware):
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
         if not sessions_wanted(crawler):
-            raise NotConfigured("no sessions: the spider has no login and use_sessions is off")
+            raise NotConfigured  # (no login, no use_sessions: nothing to do, and nothing to warn about)
         return cls(crawler)
 
 
@@ -382,7 +384,9 @@ class SessionMiddleware(SessionComponent):
             m[meta.SESSION_PROXY] = state.proxy
         if state.profile and m.get(meta.HEADER_PROFILE) is None:
             m[meta.HEADER_PROFILE] = state.profile
-        self.pool.jar(state.id).add_cookie_header(request)
+        jar = self.pool.jar(state.id)
+        if len(jar.jar):
+            jar.add_cookie_header(request)
         self.crawler.stats.inc_value("sessions/requests")
 
 

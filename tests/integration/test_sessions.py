@@ -122,6 +122,32 @@ def test_a_login_that_fails_ends_its_pages_in_the_dead_letter_list_with_the_reas
     assert members.failed_logins == 3, "the logins stop after SESSION_LOGIN_FAILURES in a row"
 
 
+def test_a_worker_killed_in_the_middle_of_a_login_holds_nothing(env, site, redis_client, mongo_db, tmp_path):
+    """kill -9 while the site answers its login: the session's claim lapses after SESSION_LOGIN_TIMEOUT, another
+    worker logs the same session in (not a new one) and the crawl ends with every page stored once."""
+    members = MembersSite(pages=20, slow_logins=1, login_delay=3.0)
+    shop = site({}, handler=members)
+    env = {**env, "SPIDER_MODULES": SPIDERS, "MEMBERS_LOGIN_URL": f"{shop.url}/login", "MEMBERS_USER": "alice",
+           "MEMBERS_PASSWORD": "s3cret", "SESSION_POOL_SIZE": "1", "SESSION_LOGIN_TIMEOUT": "4", "LEASE_TTL": "3",
+           "LEASE_RECLAIM_INTERVAL": "1"}
+    first = start_worker("t_members", env, tmp_path, "first")
+    redis_client.lpush("t_members:start_urls", f"{shop.url}/list/0")
+    assert wait_for(lambda: members.login_posts == 1, 60), "the first worker is logging in"
+    first.kill()  # SIGKILL in the middle of the login: its claim on the session is all that is left of it
+    second = start_worker("t_members", env, tmp_path, "second")
+    wait_all([second], 120)
+
+    stored = list(mongo_db.pages.find({}, {"url": 1, "h1": 1}))
+    assert len(stored) == len({d["url"] for d in stored}) == 22 and all(d["h1"] == "alice" for d in stored)
+    assert redis_client.llen("t_members:dlq") == 0
+    counters = _counters(redis_client, "t_members")
+    assert counters["created"] == 1, "the dead worker's session was taken over, not replaced"
+    assert counters["logins"] == 1 and members.login_posts == 2
+    # the site finished the dead worker's login too (to a closed connection): the pages went out in the second's
+    assert len(members.issued) == 2 and {h.session for h in members.hits} == {members.issued[1]}
+    assert "logged in (login 1 of it)" in second.log()
+
+
 def test_the_session_script(redis_client):
     """The Lua script's rules, one op at a time."""
     script = Script(redis_client, SCRIPT)

@@ -110,6 +110,9 @@ class MembersSite(_Base):
     sent_to_login: int = 0  # GETs of /login?next=... (a page whose session had ended, redirected to the form)
     failed_logins: int = 0
     expire_after: int = 0  # log everybody out once, when this many pages were served to members (0: never)
+    slow_logins: int = 0  # the first this many login POSTs take login_delay seconds (a worker can die meanwhile)
+    login_delay: float = 0.0
+    login_posts: int = 0  # POSTs to /login received (counted as they arrive)
     expired_at: float = 0.0  # when it did
 
     def __post_init__(self):
@@ -157,6 +160,11 @@ class MembersSite(_Base):
                     f'<button type="submit">Log in</button></form></body></html>')
             return 200, "text/html", form, {"Set-Cookie": f"pre={pre}; Path=/"}
         form = {k: v[0] for k, v in parse_qs(site.request_body().decode()).items()}
+        with self.lock:
+            self.login_posts += 1
+            slow = self.login_posts <= self.slow_logins
+        if slow:
+            time.sleep(self.login_delay)
         with self.lock:
             expected = self.tokens.pop(cookies.get("pre", ""), None)
             ok = (expected is not None and form.get("csrf") == expected and form.get("user") == self.user
