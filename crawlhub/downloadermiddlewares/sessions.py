@@ -44,6 +44,7 @@ from crawlhub import intent, meta
 from crawlhub.components import FrontierMiddleware
 from crawlhub.connection import REDIS_ERRORS, worker_id
 from crawlhub.frontier.scripts import Script
+from crawlhub.impersonate import RUNGS
 from crawlhub.proxies import ban_markers, block_reason
 from crawlhub.sessions import (
     LOGIN,
@@ -84,13 +85,21 @@ class Session:
     def __init__(self, pool: SessionPool, state: SessionState) -> None:
         self.pool, self.id = pool, state.id
         self.proxy, self.profile = state.proxy, state.profile
+        self.rung = ""  # the ladder's rung the last download went out on (the next starts there)
 
     async def fetch(self, request: Request) -> Response:
-        """Download ``request`` in this session (through every downloader middleware, not the spider's)."""
-        request = request.replace(dont_filter=True, meta={**request.meta, meta.SESSION: self.id, meta.SESSION_LOGIN: True})
+        """Download ``request`` in this session (through every downloader middleware, not the spider's). A
+        download goes on the rung the one before it ended on: a login form fetched again on the impersonate rung
+        is submitted there, not blocked on plain first."""
+        extra: dict[str, Any] = {meta.SESSION: self.id, meta.SESSION_LOGIN: True}
+        if self.rung in RUNGS[1:] and meta.CLIMBED not in request.meta:
+            extra[meta.CLIMBED] = RUNGS[RUNGS.index(self.rung) - 1]
+        request = request.replace(dont_filter=True, meta={**request.meta, **extra})
         engine = self.pool.crawler.engine
         assert engine is not None  # (a login runs inside a crawl)
-        return await engine.download_async(request)
+        response = await engine.download_async(request)
+        self.rung = str(response.meta.get(meta.DOWNLOAD_RUNG) or self.rung)
+        return response
 
     async def get(self, url: str, **kwargs: Any) -> Response:
         return await self.fetch(Request(url, **kwargs))
@@ -425,7 +434,11 @@ class SessionResponseMiddleware(SessionComponent):
             if m.get(meta.SESSION_LOGIN):
                 return response
             why = self.banned(response)
-            if why:
+            if why and self._ladder_climbs(request, response):
+                # the ladder fetches it again a rung higher, in this session: how the client opened TLS was refused,
+                # not the session (the blocks climb the domain; on the top rung a block ends the session)
+                stats.inc_value("sessions/blocked_below_top_rung")
+            elif why:
                 pool.call("retire", sid, f"{why} at {request.url}"[:300], "ban")
                 pool.forget(sid)
                 stats.inc_value("sessions/banned")
@@ -459,6 +472,13 @@ class SessionResponseMiddleware(SessionComponent):
         if first != request.url and request.method != "GET":
             again = again.replace(method="GET", body=b"")
         return again
+
+    def _ladder_climbs(self, request: Request, response: Response) -> bool:
+        """Whether the ladder (LadderBlockMiddleware, next in line) fetches this answer's page again a rung up."""
+        from crawlhub.downloadermiddlewares.ladder import LadderBlockMiddleware, climbs
+
+        ladder = self.crawler.get_downloader_middleware(LadderBlockMiddleware)
+        return ladder is not None and climbs(ladder, request, response)
 
     def _expired(self, response: Response) -> str:
         rule = getattr(self.crawler.spider, "session_expired", None)

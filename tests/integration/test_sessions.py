@@ -10,8 +10,10 @@ import json
 from collections import Counter
 
 from crawlhub.frontier.scripts import Script
+from crawlhub.ladder import read_ladder
 from crawlhub.sessions import SCRIPT, cookies_key, pool_key, stats_key
 from tests.harness import cli, start_worker, wait_all, wait_for, worker_records
+from tests.sites.fingerprint import BROWSERS
 from tests.sites.members import MembersSite, VisitorSite
 
 SPIDERS = "spiders,tests.sites.spiders"
@@ -70,11 +72,11 @@ def test_a_login_with_a_csrf_token_runs_once_per_session_and_again_when_the_site
     """3 workers, 2 sessions: 2 logins (not 3, not one per page); the site logs everybody out mid-crawl; each
     session logs in once again, and the pages sent to the login form meanwhile are fetched again inside it."""
     members = MembersSite(pages=80, expire_after=30)
-    shop = site({}, handler=members, delay=0.1)
+    shop = site({}, handler=members, delay=0.3)  # (slow enough that every worker finds work: 13 s for one alone)
     env = {**env, "SPIDER_MODULES": SPIDERS, "MEMBERS_LOGIN_URL": f"{shop.url}/login",
            "MEMBERS_USER": "alice", "MEMBERS_PASSWORD": "s3cret"}
     workers = _crawl("t_members", env, redis_client, tmp_path, f"{shop.url}/list/0", SESSION_POOL_SIZE=2,
-                     SESSION_MAX_USES=0, CONCURRENT_REQUESTS=4)
+                     SESSION_MAX_USES=0, CONCURRENT_REQUESTS=2)
 
     stored = list(mongo_db.pages.find({}, {"url": 1, "h1": 1}))
     assert len(stored) == len({d["url"] for d in stored}) == 88
@@ -146,6 +148,30 @@ def test_a_worker_killed_in_the_middle_of_a_login_holds_nothing(env, site, redis
     # the site finished the dead worker's login too (to a closed connection): the pages went out in the second's
     assert len(members.issued) == 2 and {h.session for h in members.hits} == {members.issued[1]}
     assert "logged in (login 1 of it)" in second.log()
+
+
+def test_sessions_and_the_ladder_on_a_site_that_checks_the_tls_fingerprint(env, site, redis_client, mongo_db,
+                                                                           tmp_path):
+    """HTTPS, a login form, and a 403 for any ClientHello that is not a browser's: the login climbs to the
+    impersonate rung with its form (the form is sent there, once), the pages climb with the domain, and a block
+    the ladder climbs from does not end the session: two sessions, two logins, every page stored logged in."""
+    members = MembersSite(pages=30)
+    shop = site({}, handler=members, tls=True, fingerprints=BROWSERS)
+    env = {**env, "SPIDER_MODULES": SPIDERS, "MEMBERS_LOGIN_URL": f"{shop.url}/login", "MEMBERS_USER": "alice",
+           "MEMBERS_PASSWORD": "s3cret", "HEADER_PROFILES_FAMILIES": "chrome"}
+    _crawl("t_members", env, redis_client, tmp_path, f"{shop.url}/list/0", workers=2, SESSION_POOL_SIZE=2)
+
+    stored = list(mongo_db.pages.find({}, {"url": 1, "h1": 1}))
+    assert len(stored) == len({d["url"] for d in stored}) == 33 and all(d["h1"] == "alice" for d in stored)
+    assert redis_client.llen("t_members:dlq") == 0
+    assert read_ladder(redis_client)[f"127.0.0.1:{shop.port}"]["rung"] == "impersonate"
+    counters = _counters(redis_client, "t_members")
+    assert counters["created"] == counters["logins"] == len(members.issued) == 2, (counters, members.issued)
+    assert members.failed_logins == 0 and members.login_posts == 2, "each form was sent once, on the rung that passes"
+    assert members.hits and all(h.valid for h in members.hits)
+    blocked = [h for h in shop.hits if h.status == 403]
+    assert blocked and all(h.ja4 not in BROWSERS for h in blocked)
+    assert all(h.ja4 in BROWSERS for h in shop.hits if h.status != 403)
 
 
 def test_the_session_script(redis_client):
