@@ -15,6 +15,7 @@ import urllib.error
 import urllib.request
 from collections import Counter
 
+import pytest
 from scrapy.settings import Settings
 
 from crawlhub.browser import chromium_path
@@ -24,7 +25,7 @@ from crawlhub.proxies import cool_key
 from tests.harness import all_redis_values, cli, http, run_workers, start_ui, start_worker, wait_all, wait_for
 from tests.sites.fingerprint import BROWSERS
 from tests.sites.server import LocalProxy
-from tests.sites.shop import shop_pages
+from tests.sites.shop import CHALLENGE, challenged, shop_pages
 
 CHROME = {"HEADER_PROFILES_FAMILIES": "chrome"}  # Chrome profiles: the impersonate rung goes out as Chrome
 
@@ -161,6 +162,29 @@ def test_a_domain_comes_back_to_plain_when_the_site_stops_checking(env, site, re
     after = [h for h in shop.hits if h.arrived > relaxed + 1 and h.path.startswith("/shop")]
     assert after and after[-1].status == 200 and after[-1].ja4 not in BROWSERS  # plain again
     assert "is not blocked on the plain rung any more" in worker.log()
+
+
+@pytest.mark.usefixtures("chromium")
+def test_a_javascript_challenge_takes_the_domain_up_both_rungs_to_the_browser(env, site, redis_client, mongo_db,
+                                                                                tmp_path):
+    """Every page answers 200 with a challenge that only a browser gets past (a ban marker for the others): the
+    domain climbs plain -> impersonate -> browser by itself, each blocked page is fetched again a rung up, and
+    every product is stored once, from what Chromium rendered."""
+    shop = site(challenged(shop_pages(160, 8)), tls=True)
+    env = {**env, "PROXY_BAN_MARKERS": json.dumps([CHALLENGE.lower()]), "BROWSER_ENABLED": "True",
+           "LADDER_CLIMB_AFTER": "2", **CHROME}
+    redis_client.lpush("scrapeme:start_urls", f"{shop.url}/shop/")
+    (worker,) = run_workers("scrapeme", env, tmp_path, 1, timeout=240)
+
+    assert mongo_db.products.count_documents({}) == len(mongo_db.products.distinct("url")) == 160
+    state = read_ladder(redis_client)[f"127.0.0.1:{shop.port}"]
+    assert state["rung"] == "browser" and state["from"] == "impersonate", state
+    log = worker.log()
+    assert "every worker sends it on the impersonate rung now" in log
+    assert "every worker sends it on the browser rung now" in log
+    # no page was fetched more than once per rung: plain, impersonate, browser
+    per_page = Counter(h.path for h in shop.hits if h.path.startswith("/shop"))
+    assert set(per_page) == {"/shop/", *(f"/shop/page/{n}/" for n in range(2, 21))} and max(per_page.values()) <= 3
 
 
 def test_the_ladder_script_climbs_once_probes_once_and_backs_off(redis_client):

@@ -115,3 +115,23 @@ def shop_pages(
         if page == 1:
             out["/shop/"] = body
     return out
+
+
+CHALLENGE = "Checking your browser before accessing"
+
+
+def challenged(pages: dict[str, str]) -> dict[str, str]:
+    """``pages`` behind a JavaScript challenge, as an anti-bot service serves them: each answers 200 with the
+    CHALLENGE text and a script that replaces the document with the page. A client that runs no JavaScript
+    (Scrapy, curl_cffi) sees only the challenge, whatever its TLS; Chromium sees the page."""
+    import json
+    import re
+
+    out = {}
+    for path, body in pages.items():
+        inner = re.sub(r"(?is)^.*?<html[^>]*>|</html>\s*$", "", body)
+        script = json.dumps(inner).replace("</", "<\\/")
+        out[path] = (f'<!doctype html><html><head><title>Just a moment...</title></head><body>'
+                     f'<p id="challenge">{CHALLENGE}</p>'
+                     f"<script>document.documentElement.innerHTML = {script};</script></body></html>")
+    return out
