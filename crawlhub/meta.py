@@ -55,6 +55,7 @@ NO_SESSION = "dont_session"  # set by a spider: this request goes out with no se
 SESSION_GEN = "crawlhub_session_gen"  # the session's login generation this download used
 SESSION_LOGIN = "crawlhub_session_login"  # a download of a login (spider.login): no session is chosen for it
 SESSION_PROXY = "crawlhub_session_proxy"  # the proxy id the session is bound to (ProxyMiddleware uses it)
+SESSION_PROFILE = "crawlhub_session_profile"  # the header profile the session set (another session sets its own)
 RELOGINS = "crawlhub_relogins"  # times this page found its session expired and went again after a login
 
 # -- cluster stats ---------------------------------------------------------------------------------------
@@ -67,4 +68,5 @@ PER_DOWNLOAD = ("proxy", "_auth_proxy", "_scheme_proxy", "playwright_context", "
 # Meta that belongs to the request a child was made from, not to the child (Scrapy copies
 # meta into follow-ups in some spiders): a new request starts without them.
 PARENT_ONLY = (LEASE, ATTEMPTS, FIRST_ATTEMPT, EXPIRIES, STATUS, FAILURE, END, AFTER_STORE, LEASE_PAYLOAD, DOWNLOAD_RUNG,
-               PROBE, CLIMBED, SESSION_GEN, SESSION_LOGIN, SESSION_PROXY)
+               PROBE, CLIMBED, SESSION_GEN, SESSION_LOGIN, SESSION_PROXY,
+               SESSION_PROFILE)

@@ -391,8 +391,9 @@ class SessionMiddleware(SessionComponent):
             m[meta.SESSION_GEN] = state.gen
         if state.proxy:
             m[meta.SESSION_PROXY] = state.proxy
-        if state.profile and m.get(meta.HEADER_PROFILE) is None:
-            m[meta.HEADER_PROFILE] = state.profile
+        if state.profile and m.get(meta.HEADER_PROFILE) in (None, m.get(meta.SESSION_PROFILE)):
+            # (the spider's own choice stays; one a session set before, on a retry now in another, is replaced)
+            m[meta.HEADER_PROFILE] = m[meta.SESSION_PROFILE] = state.profile
         jar = self.pool.jar(state.id)
         if len(jar.jar):
             jar.add_cookie_header(request)

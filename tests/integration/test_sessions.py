@@ -15,6 +15,7 @@ from crawlhub.sessions import SCRIPT, cookies_key, pool_key, stats_key
 from tests.harness import cli, start_worker, wait_all, wait_for, worker_records
 from tests.sites.fingerprint import BROWSERS
 from tests.sites.members import MembersSite, VisitorSite
+from tests.sites.server import LocalProxy
 
 SPIDERS = "spiders,tests.sites.spiders"
 
@@ -172,6 +173,35 @@ def test_sessions_and_the_ladder_on_a_site_that_checks_the_tls_fingerprint(env, 
     blocked = [h for h in shop.hits if h.status == 403]
     assert blocked and all(h.ja4 not in BROWSERS for h in blocked)
     assert all(h.ja4 in BROWSERS for h in shop.hits if h.status != 403)
+
+
+def test_a_session_keeps_its_proxy_and_its_browser_profile_on_every_worker(env, site, redis_client, mongo_db,
+                                                                           tmp_path):
+    """Two proxies, header profiles rotating per request: each session's requests (counted at the site by the
+    session's cookie) all came through one proxy (its Via) with one browser's headers (its User-Agent), whichever
+    of the two workers sent them."""
+    visitors = VisitorSite(pages=40)
+    shop = site({}, handler=visitors, delay=0.2)
+    proxies = [LocalProxy(name, credentials="crawler:pw").start() for name in ("p1", "p2")]
+    try:
+        env = {**env, "SPIDER_MODULES": SPIDERS, "VISITORS_HOME": f"{shop.url}/",
+               "PROXY_POOLS": json.dumps({"dc": [p.url() for p in proxies]}), "HEADER_PROFILES_POLICY": "rotate"}
+        _crawl("t_visitors", env, redis_client, tmp_path, f"{shop.url}/list/0", workers=2, SESSION_POOL_SIZE=3,
+               SESSION_MAX_USES=0, CONCURRENT_REQUESTS=2)
+    finally:
+        for p in proxies:
+            p.stop()
+    assert mongo_db.pages.count_documents({}) == 44 and visitors.invalid_hits() == []
+    seen: dict[str, set] = {}
+    for hit in shop.hits:
+        headers = dict(hit.headers)
+        cookie = headers.get("Cookie", "")
+        if "visitor=" in cookie:
+            seen.setdefault(cookie, set()).add((headers.get("Via"), headers.get("User-Agent")))
+    assert len(seen) == len(visitors.issued) == 3, seen
+    assert all(len(pairs) == 1 for pairs in seen.values()), seen
+    assert all(via in ("1.1 p1", "1.1 p2") and ua for pairs in seen.values() for via, ua in pairs), seen
+    assert len({ua for pairs in seen.values() for _, ua in pairs}) > 1, "the sessions have profiles of their own"
 
 
 def test_the_session_script(redis_client):
