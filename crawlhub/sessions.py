@@ -40,16 +40,34 @@ COOKIE_FIELDS = ("version", "name", "value", "port", "port_specified", "domain",
                  "comment_url", "rfc2109")
 
 
+@dataclass(frozen=True)
+class SessionKeys:
+    """A spider's session keys (named once: a worker uses them on every request)."""
+
+    pool: str
+
+    @classmethod
+    def of(cls, spider: str) -> SessionKeys:
+        return cls(spider_keys(spider).sessions)
+
+    @property
+    def stats(self) -> str:
+        return f"{self.pool}:stats"
+
+    def cookies(self, session_id: str) -> str:
+        return f"{self.pool}:c:{session_id}"
+
+
 def pool_key(spider: str) -> str:
-    return spider_keys(spider).sessions
+    return SessionKeys.of(spider).pool
 
 
 def cookies_key(spider: str, session_id: str) -> str:
-    return f"{pool_key(spider)}:c:{session_id}"
+    return SessionKeys.of(spider).cookies(session_id)
 
 
 def stats_key(spider: str) -> str:
-    return f"{pool_key(spider)}:stats"
+    return SessionKeys.of(spider).stats
 
 
 def cookie_field(cookie: http.cookiejar.Cookie) -> str:

@@ -107,15 +107,19 @@ def pinned(crawler: Crawler, request: Request) -> str | None:
     return str(pin)
 
 
+def sent_once(request: Request) -> bool:
+    """A login's form (a session's POST): never sent again a rung up (its CSRF token is spent); the login sees
+    the answer."""
+    return bool(request.meta.get(meta.SESSION_LOGIN)) and request.method not in ("GET", "HEAD")
+
+
 def climbs(ladder: LadderBlockMiddleware, request: Request, response: Response) -> bool:
     """Whether ``ladder`` fetches this answer's page again a rung higher (a block below the top rung this worker
-    has, on a rung the ladder chose: not pinned, not a login's form sent)."""
+    has, on a rung the ladder chose: not pinned, not a login's form)."""
     rung = request.meta.get(meta.DOWNLOAD_RUNG)
     if rung is None or pinned(ladder.crawler, request) is not None or _above(ladder.rungs, rung) is None:
         return False
-    if request.meta.get(meta.SESSION_LOGIN) and request.method not in ("GET", "HEAD"):
-        return False
-    return bool(ladder.blocked(response))
+    return not sent_once(request) and bool(ladder.blocked(response))
 
 
 class LadderMiddleware(FrontierMiddleware):
@@ -247,8 +251,8 @@ class LadderBlockMiddleware(FrontierMiddleware):
                 logger.warning("%s is blocked on the %s rung (%d answers like %s at %s): every worker sends it on the "
                                "%s rung now, probing %s again in %.0f s", domain, rung, self.climb_after, why,
                                request.url, climbed["rung"], rung, self.probe_after)
-        if request.meta.get(meta.SESSION_LOGIN) and request.method not in ("GET", "HEAD"):
-            return response  # a login's form is not sent twice (its CSRF token is spent): the login sees the answer
+        if sent_once(request):
+            return response
         logger.info("%s was blocked on the %s rung (%s): fetching it again on %s", request.url, rung, why, up)
         kept = {k: v for k, v in request.meta.items() if k not in (meta.DOWNLOAD_RUNG, meta.PROBE)}
         return request.replace(dont_filter=True, meta={**kept, meta.CLIMBED: rung, meta.SAME_PAGE: True})

@@ -44,8 +44,8 @@ from crawlhub.proxies import (
     Proxy,
     ProxyConfigError,
     ban_markers,
+    block_reason,
     cool_key,
-    marker_in,
     parse_pools,
     strikes_key,
     tier_bans_key,
@@ -401,11 +401,9 @@ class ProxyBanMiddleware:
     def ban_reason(self, response: Response) -> str:
         picker = self.picker
         assert picker is not None  # (process_response asks only with a picker)
-        if response.status in picker.ban_codes:
-            return f"HTTP {response.status}"
         if self._markers is None:  # the settings' and the spider's, once
             self._markers = ban_markers(self.crawler.settings, self.crawler.spider)
-        return marker_in(response, self._markers)
+        return block_reason(response, picker.ban_codes, self._markers, None)  # (a spider's is_blocked: the ladder's)
 
     def process_response(self, request: Request, response: Response) -> Request | Response:
         picker = self.picker

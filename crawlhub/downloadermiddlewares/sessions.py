@@ -50,12 +50,10 @@ from crawlhub.sessions import (
     LOGIN,
     READY,
     SCRIPT,
+    SessionKeys,
     SessionState,
-    cookies_key,
     fill_jar,
     jar_snapshot,
-    pool_key,
-    stats_key,
 )
 
 if TYPE_CHECKING:
@@ -130,7 +128,7 @@ class SessionPool:
     def __init__(self, owner: FrontierMiddleware, spider: str) -> None:
         self.owner, self.crawler = owner, owner.crawler
         s = self.crawler.settings
-        self.spider = spider
+        self.keys = SessionKeys.of(spider)
         self.size = max(1, s.getint("SESSION_POOL_SIZE"))
         self.max_age = s.getfloat("SESSION_MAX_AGE")
         self.max_uses = s.getint("SESSION_MAX_USES")
@@ -155,7 +153,7 @@ class SessionPool:
             raise RuntimeError("sessions need crawlhub's shared frontier (SCHEDULER)")
         if self.script is None or self.script.server is not server:
             self.script = Script(server, SCRIPT)
-        keys = [pool_key(self.spider), stats_key(self.spider), cookies_key(self.spider, session_id or "-")]
+        keys = [self.keys.pool, self.keys.stats, self.keys.cookies(session_id or "-")]
         return self.script(keys, [op, f"{time.time():.3f}", *(() if session_id is None else (session_id,)), *args])
 
     # -- choosing ------------------------------------------------------------------------------------------
@@ -273,25 +271,21 @@ class SessionPool:
                        why or "it was taken over", failing)
         return None, f"login failed: {why}"
 
-    def failing(self) -> tuple[int, float]:
-        """Failed logins in a row across the cluster, and when the last one failed (time.time())."""
+    def failing(self) -> tuple[int, float, str]:
+        """Failed logins in a row across the cluster, when the last one failed (time.time()), and the last
+        session's end (its reason)."""
         server = self.server
         if server is None:
-            return 0, 0.0
-        failing, at = server.hmget(stats_key(self.spider), ["failing", "failed_at"])
-        return int(failing or 0), float(at or 0)
-
-    def last_why(self) -> str:
-        server = self.server
-        why = server.hget(stats_key(self.spider), "why") if server is not None else None
-        return why.decode() if isinstance(why, bytes) else str(why or "")
+            return 0, 0.0, ""
+        failing, at, why = server.hmget(self.keys.stats, ["failing", "failed_at", "why"])
+        return int(failing or 0), float(at or 0), why.decode() if isinstance(why, bytes) else str(why or "")
 
     def logins_failing(self, most: int) -> str:
         """Why no login is to be tried now ('': try): ``most`` failed in a row, the last one less than
         SESSION_LOGIN_TIMEOUT ago (after that one worker's request tries again: the site may be fixed)."""
-        failing, at = self.failing()
+        failing, at, why = self.failing()
         if failing >= most and time.time() - at < self.timeout:
-            return f"{failing} logins failed in a row, the last {time.time() - at:.0f} s ago"
+            return f"{failing} logins failed in a row, the last {time.time() - at:.0f} s ago ({why})"
         return ""
 
 
@@ -358,7 +352,7 @@ class SessionMiddleware(SessionComponent):
                 if state is not None and state.state != READY:
                     stop = pool.logins_failing(self.max_failing)
                     if stop:
-                        why = f"login failed: {stop} ({pool.last_why()})"
+                        why = f"login failed: {stop}"
                         break
                     state, why = await pool.ready(state, login)
                 if state is not None:
@@ -367,8 +361,9 @@ class SessionMiddleware(SessionComponent):
                 if m.pop(meta.SESSION, None) is not None:
                     logger.debug("%s: its session %s ended; taking another", request.url, sid)
                     self.crawler.stats.inc_value("sessions/reassigned")
-                if why and pool.failing()[0] >= self.max_failing:
-                    why = f"{why} ({pool.failing()[0]} failed in a row)"
+                failing = pool.failing()[0] if why else 0
+                if failing >= self.max_failing:
+                    why = f"{why} ({failing} failed in a row)"
                     break
         except REDIS_ERRORS as exc:
             why = f"Redis unavailable ({exc}): no session to go out in"
