@@ -31,13 +31,14 @@ from scrapy.settings import BaseSettings
 
 from crawlhub import meta
 from crawlhub.frontier import keys
+from crawlhub.roles import BROWSER_HANDLER
 
 logger = logging.getLogger(__name__)
 
 MARKED = keys.BROWSER_DOMAINS  # set: domains every worker renders in the browser
 COUNTS = keys.BROWSER_COUNTS  # + domain: hash of plain (had the data), fallback (did not)
 SAME_PAGE = meta.SAME_PAGE  # this request replaces its lease's (same page, other way)
-HANDLER = "crawlhub.browser_handler.BrowserDownloadHandler"
+HANDLER = BROWSER_HANDLER
 # Chromium as root, offline: no sandbox (needs user namespaces), no GPU, no
 # background connections to Google (refused here, and slow to fail).
 CHROMIUM_ARGS = [

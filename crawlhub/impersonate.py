@@ -38,17 +38,16 @@ from scrapy.responsetypes import responsetypes
 
 from crawlhub import meta
 from crawlhub.profiles import family_of
+from crawlhub.roles import IMPERSONATE, IMPERSONATE_HANDLER
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
 logger = logging.getLogger(__name__)
 
-HANDLER = "crawlhub.impersonate.ImpersonateDownloadHandler"
+HANDLER = IMPERSONATE_HANDLER
 SCRAPY_HANDLER = "scrapy.core.downloader.handlers.http11.HTTP11DownloadHandler"
 # the rungs of the ladder, cheapest first (crawlhub.downloadermiddlewares.ladder)
-PLAIN, IMPERSONATE, BROWSER = "plain", "impersonate", "browser"
-RUNGS = (PLAIN, IMPERSONATE, BROWSER)
 
 # libcurl's error codes (curl/curl.h) as the exceptions Scrapy's own handler raises
 _RESOLVE = {5, 6}  # could not resolve proxy, host
@@ -156,16 +155,6 @@ class Impersonator:
 def is_scrapy_handler(handler: Any) -> bool:
     """Scrapy's own HTTP handler (as a path or the class): the one the impersonate handler stands in front of."""
     return handler in (SCRAPY_HANDLER, HTTP11DownloadHandler)
-
-
-def can_impersonate(settings: Any) -> bool:
-    """Whether this worker has the impersonate rung: on, curl_cffi installed, and one of crawlhub's handlers for https."""
-    import importlib.util
-
-    from crawlhub.browser import HANDLER as BROWSER_HANDLER
-
-    return (settings.getbool("IMPERSONATE_ENABLED") and importlib.util.find_spec("curl_cffi") is not None
-            and settings.getwithbase("DOWNLOAD_HANDLERS").get("https") in (HANDLER, BROWSER_HANDLER))
 
 
 def impersonated(request: Request) -> bool:

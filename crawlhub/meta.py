@@ -48,6 +48,7 @@ DOWNLOAD_RUNG = "crawlhub_rung"  # the rung the ladder chose for this download (
 IMPERSONATE_TARGET = "impersonate"  # set by a spider: the curl_cffi target ("chrome", "firefox"...) of the impersonate rung
 PROBE = "crawlhub_probe"  # this download probes a cheaper rung for its domain: the rung the domain is on (the same)
 CLIMBED = "crawlhub_climbed"  # the rung this page was last blocked on (its replacement goes a rung higher)
+LANE = "crawlhub_lane"  # the lane this page was moved to (crawlhub.roles): queued for the workers with that rung
 
 # -- sessions shared by the cluster (crawlhub.sessions, crawlhub.downloadermiddlewares.sessions) -------------------
 SESSION = "session"  # the session id this request goes out in (set by a spider to continue one; else chosen)
@@ -68,5 +69,5 @@ PER_DOWNLOAD = ("proxy", "_auth_proxy", "_scheme_proxy", "playwright_context", "
 # Meta that belongs to the request a child was made from, not to the child (Scrapy copies
 # meta into follow-ups in some spiders): a new request starts without them.
 PARENT_ONLY = (LEASE, ATTEMPTS, FIRST_ATTEMPT, EXPIRIES, STATUS, FAILURE, END, AFTER_STORE, LEASE_PAYLOAD, DOWNLOAD_RUNG,
-               PROBE, CLIMBED, SESSION_GEN, SESSION_LOGIN, SESSION_PROXY,
+               PROBE, CLIMBED, LANE, SESSION_GEN, SESSION_LOGIN, SESSION_PROXY,
                SESSION_PROFILE)

@@ -39,6 +39,7 @@ from crawlhub.frontier.policy import RetryPolicy
 from crawlhub.frontier.politeness import Politeness, read_limits
 from crawlhub.frontier.records import EnqueueOp, Tick
 from crawlhub.frontier.serializer import RequestSerializer
+from crawlhub.roles import Roles, queue_of
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -63,6 +64,8 @@ class FrontierClient:
         self.safe_acks: list[str] = []  # partitioned: done leases whose pages' links an earlier round queued
         self.budget_exhausted = self.paused = False  # (paused: `crawlhub pause SPIDER`, the frontier leases nothing)
         self.live_workers = 1  # of this spider, counted by the upkeep (fair shares of domain slots)
+        # the rungs this worker takes, and those of the live workers (read with their count): which lanes are used
+        self.roles = Roles.from_settings(settings)
         self.leases_elsewhere = 0  # leases the other live workers said they held, read with them
         self.redis_down, self.redis_back_at = False, float("-inf")  # (the monotonic time Redis came back)
         self.on_redis_back: list[Callable[[], None]] = []  # run when Redis answers again
@@ -74,7 +77,7 @@ class FrontierClient:
 
     def open(self, spider: Spider) -> None:
         settings = self.settings
-        self.spider_name = spider.name
+        self.spider_name, self.spider = spider.name, spider
         self.keys = Keys.for_spider(settings, spider.name, cluster=isinstance(self.server, RedisCluster))
         # a frontier this worker lays out holds nothing yet: nothing to count and say at start
         self.fresh = not self.server.exists(self.keys.layout)
@@ -82,7 +85,7 @@ class FrontierClient:
         self.epoch = EpochWatch(self.server, self.keys, spider.name, self.worker)
         self.counters = ClusterCounters(self.server, self.keys.stats)
         self.politeness = Politeness.from_settings(self.server, settings, self.keys)
-        self.ops = Partitions.from_settings(self.server, settings, self.keys, self.politeness)
+        self.ops = Partitions.from_settings(self.server, settings, self.keys, self.politeness, self.roles.lanes)
         self.limits_read_at = float("-inf")
         local = settings.getint("FRONTIER_LOCAL_FILTER_SIZE", 100_000)
         self.recent = RecentFingerprints(local) if local > 0 else None
@@ -125,7 +128,14 @@ class FrontierClient:
         if key is not None:
             self.recent.add(key)  # type: ignore[union-attr]
         self.pending_enq.append(EnqueueOp(fingerprint, payload, request.priority, request.dont_filter, ends,
-                                          domain_of(request.url)))
+                                          queue_of(domain_of(request.url), self.lane_for(request))))
+
+    def lane_for(self, request: Request) -> str:
+        """The lane this request is queued in (crawlhub.roles): '' unless it needs a rung some workers take."""
+        try:
+            return self.roles.lane_for(request, getattr(self, "spider", None))
+        except ValueError:  # a pin that is not a rung: the ladder says so when the request is downloaded
+            return ""
 
     def flush(self, n: int = 0) -> Tick | None:
         """One round trip: send what is pending (enqueues, finished downloads, acks) and take up to n requests.

@@ -18,6 +18,8 @@ from dataclasses import asdict, dataclass, replace
 
 from scrapy.settings import BaseSettings
 
+from crawlhub.roles import LANES
+
 # -- per domain, shared by every spider (politeness belongs to the domain) -------------------------------
 DOMAIN = "crawlhub:domain:"  # + <domain>: hash (rate state); + <domain>:active: zset of downloads
 DOMAINS = "crawlhub:domains"  # zset: domain -> last time it was granted a request
@@ -115,8 +117,15 @@ def slot_of_tag(tag: str) -> int:
 
 
 def partition_of(domain: str, partitions: int) -> int:
-    """The partition a domain belongs to: a stable hash (CRC-32 of its name), the same on every worker."""
+    """The partition a domain belongs to: a stable hash (CRC-32 of its name), the same on every worker. A lane's
+    queue (``<domain>#<lane>``: crawlhub.roles) is in its domain's partition, with the domain's politeness."""
+    domain = domain.partition("#")[0]
     return zlib.crc32(domain.encode("utf-8", "surrogatepass")) % partitions if partitions > 1 else 0
+
+
+def schedule_key(schedule: str, lane: str = "") -> str:
+    """A lane's schedule (crawlhub.roles): ``<schedule>:<lane>``; the domains' own queues' is ``schedule``."""
+    return f"{schedule}:{lane}" if lane else schedule
 
 
 @dataclass(frozen=True)
@@ -171,8 +180,8 @@ class PartKeys:
     def names(self) -> list[str]:
         """The partition's fixed key names (shared cluster-wide names excluded)."""
         shared = {DOMAINS, LIMITS}
-        return [v for k, v in asdict(self).items()
-                if k not in ("tag", "domain") and v and v not in shared]
+        return [*(v for k, v in asdict(self).items() if k not in ("tag", "domain") and v and v not in shared),
+                *(schedule_key(self.schedule, lane) for lane in LANES if lane)]  # (the lanes': crawlhub.roles)
 
 
 # the spider's keys that every lease round reads (or writes, the hints and the budget): one hash tag for all of

@@ -104,7 +104,9 @@ class LeaseBook:
 
     def held(self) -> dict[str, int]:
         """Domain slots this worker holds (leases still downloading), for its fair share of each domain."""
-        return dict(Counter(lease_domain(lease.id) for lease in self._leases.values() if lease.downloading))
+        # (per domain: a lane's lease holds one of its domain's slots, crawlhub.roles)
+        return dict(Counter(lease_domain(lease.id).partition("#")[0] for lease in self._leases.values()
+                            if lease.downloading))
 
     def download_finished(self, lease_id: str, done: Finish | None = None) -> None:
         """A download is over (``done``: sent with the next round trip, freeing its domain's slot)."""

@@ -34,15 +34,16 @@ class holds no state of a worker's: :class:`crawlhub.frontier.client.FrontierCli
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import redis
 
 from crawlhub.frontier.dupefilter import ExactFilter, Filter
-from crawlhub.frontier.keys import Keys, PartKeys
+from crawlhub.frontier.keys import Keys, PartKeys, schedule_key
 from crawlhub.frontier.records import DeadLetter, EnqueueOp, ExpiredLease, Finish, Tick, text
 from crawlhub.frontier.scripts import Script, source
+from crawlhub.roles import LANES
 
 
 def queued_per_domain(server: redis.Redis, keys: Keys | PartKeys) -> dict[str, int]:
@@ -73,8 +74,9 @@ class FrontierOps:
 
     def __init__(self, server: redis.Redis, keys: Keys | PartKeys, spider: str = "",
                  politeness: dict[str, Any] | None = None, scan: int = 16, dupefilter: Filter | None = None,
-                 factor_max: float = 32.0, recovery: float = 0.8):
+                 factor_max: float = 32.0, recovery: float = 0.8, lanes: Sequence[str] = ("",)):
         self.server = server
+        self.lanes = list(lanes)  # the lanes this worker leases from ('' = the domains' own queues: crawlhub.roles)
         if isinstance(keys, Keys):
             spider = spider or keys.spider
             keys = keys.part(0)
@@ -89,6 +91,7 @@ class FrontierOps:
             "spider": self.spider, "prefix": k.queue, "schedule": k.schedule, "counts": k.queued,
             "inflight": k.inflight, "leases": k.leases, "seq": k.lease_seq, "delayed": k.delayed, "dlq": k.dlq,
             "seen": k.seen, "known": k.known, "domain": k.domain, "factor_max": factor_max, "recovery": recovery,
+            "lanes": LANES,  # every lane of the crawl (crawlhub.roles): a domain's free slot wakes each
         }
         # untagged, the script reads pause, budget and run-time limits itself (one Redis, any key)
         ctx.update({name: value for name, value in (("paused", k.paused), ("budget", k.budget),
@@ -133,6 +136,8 @@ class FrontierOps:
             "fin": [f.to_lua() for f in finishes], "ack": list(acks), "n": n, "ttl": ttl, "worker": worker,
             "default_budget": budget, "conf": conf, "scan": self.scan,
             "factor_max": self.factor_max, "recovery": self.recovery}
+        if self.lanes != [""]:
+            args["lanes"] = self.lanes
         if workers > 1:
             args["workers"], args["held"] = workers, dict(held or {})
         return [json.dumps(args, separators=(",", ":"), ensure_ascii=False), *flat]
@@ -196,11 +201,15 @@ class FrontierOps:
         return queued_per_domain(self.server, self.keys)
 
     def pending(self) -> bool:
-        """Anything queued or waiting to retry (cheap: two ZCARDs)."""
+        """Anything queued for this worker's lanes or waiting to retry (cheap: a ZCARD per lane and one more)."""
         pipe = self.server.pipeline(transaction=False)
-        pipe.zcard(self.keys.schedule)
-        pipe.zcard(self.keys.delayed)
+        for key in (*self.schedules(self.lanes), self.keys.delayed):
+            pipe.zcard(key)
         return any(pipe.execute())
+
+    def schedules(self, lanes: Sequence[str] = LANES) -> list[str]:
+        """The schedules of ``lanes`` (crawlhub.roles): the domains' own, ``<schedule>:<lane>`` for a lane."""
+        return [schedule_key(self.keys.schedule, lane) for lane in lanes]
 
     def counts(self) -> dict[str, int]:
         """This partition's queued, delayed, in-flight, dead-letter and seen counts."""

@@ -174,12 +174,13 @@ class Partitions:
 
     def __init__(self, server: redis.Redis, keys: Keys, politeness: dict[str, Any] | None = None, scan: int = 16,
                  filters: list[Filter] | None = None, factor_max: float = 32.0, recovery: float = 0.8,
-                 per_lease: int = 4, recheck: float = 1.0, replica_wait: int = 0, replica_wait_ms: int = 100):
+                 per_lease: int = 4, recheck: float = 1.0, replica_wait: int = 0, replica_wait_ms: int = 100,
+                 lanes: Sequence[str] = ("",)):
         self.server, self.keys = server, keys
         self.replica_wait, self.replica_wait_ms = replica_wait, replica_wait_ms
         self.per_lease, self.recheck = max(1, per_lease), recheck
         self.ops = [FrontierOps(server, keys.part(p), keys.spider, politeness, scan,
-                                filters[p] if filters else None, factor_max, recovery)
+                                filters[p] if filters else None, factor_max, recovery, lanes)
                     for p in range(keys.partitions)]
         self.limits: dict[str, Any] = {}  # run-time limits (tagged: read by the client, sent in each tick)
         self.duplicates = DuplicateShare()  # whether a round reads the filter first (unknown)
@@ -187,7 +188,8 @@ class Partitions:
         self._probe = Script(server, source("probe"))
 
     @classmethod
-    def from_settings(cls, server: redis.Redis, settings: BaseSettings, keys: Keys, politeness: Politeness) -> Partitions:
+    def from_settings(cls, server: redis.Redis, settings: BaseSettings, keys: Keys, politeness: Politeness,
+                      lanes: Sequence[str] = ("",)) -> Partitions:
         return cls(
             server, keys, politeness.config(), settings.getint("FRONTIER_DOMAINS_PER_LEASE"),
             filters=make_filters(server, settings, keys),
@@ -196,6 +198,7 @@ class Partitions:
             recheck=settings.getfloat("FRONTIER_PARTITION_RECHECK", 1.0),
             replica_wait=settings.getint("FRONTIER_REPLICA_WAIT", 0),
             replica_wait_ms=settings.getint("FRONTIER_REPLICA_WAIT_TIMEOUT", 100),
+            lanes=lanes,
         )
 
     def set_aside(self, payload: bytes, reason: str, most: int) -> None:
@@ -301,7 +304,8 @@ class Partitions:
         marks: list[tuple[int, float | None, float, str]] = [(p, None, now, "mark") for p in order if rounds[p].enq]
         pre = [(self._hint, [self.keys.ready], self._hint_args(marks))] if marks else []
         due = [p for p in read if read[p] >= EMPTY][:self.per_lease]
-        probes: list[tuple[Any, list[str], list[Any]]] = [(self._probe, [self.ops[p].keys.schedule, self.ops[p].keys.delayed], []) for p in due]
+        probes: list[tuple[Any, list[str], list[Any]]] = [
+            (self._probe, [*self.ops[p].schedules(), self.ops[p].keys.delayed], []) for p in due]
         replies = run_scripts(self.server, pre + calls + probes, wait_for)[len(pre):] if calls or probes else []
         replies, probed = replies[:len(calls)], replies[len(calls):]
         merged = Tick([], None, budget_exhausted=status == "budget", paused=status == "paused", epoch=epoch)
@@ -325,7 +329,8 @@ class Partitions:
                 merged.wait = got.wait if merged.wait is None else min(merged.wait, got.wait)
                 merged.waiting = True  # seen in a partition it asked (else: it cannot tell)
             if r.n:  # what the tick saw: ready then, or empty (asked again after a jittered recheck)
-                seen = now + got.wait if got.wait is not None else self._empty_hint(now)
+                # (any lane's: a worker never hints "empty" over work of a lane it does not take)
+                seen = now + got.any_wait if got.any_wait is not None else self._empty_hint(now)
                 hints.append((p, read.get(p), seen, "add" if got.added else "set"))
             elif got.added:
                 hints.append((p, None, now, "mark"))
@@ -522,9 +527,8 @@ class Partitions:
         asks once before it may close (a dead worker's leases, links whose mark was lost)."""
         pipe = self.server.pipeline(transaction=False)
         for ops in self.ops:
-            pipe.zcard(ops.keys.schedule)
-            pipe.zcard(ops.keys.delayed)
-            pipe.zcard(ops.keys.inflight)
+            for key in (*ops.schedules(), ops.keys.delayed, ops.keys.inflight):
+                pipe.zcard(key)
         return any(pipe.execute())
 
     def queued(self) -> dict[str, int]:

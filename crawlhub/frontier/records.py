@@ -18,7 +18,8 @@ def text(value: bytes | str | int | float) -> str:
 
 
 def lease_domain(lease_id: str) -> str:
-    """A lease id is ``<seq>@<domain>``: its domain, without a lookup."""
+    """A lease id is ``<seq>@<queue>``: its queue (its domain, or ``<domain>#<lane>``: crawlhub.roles), without a
+    lookup."""
     return lease_id.partition("@")[2]
 
 
@@ -93,16 +94,19 @@ class Tick:
     # requests queued or delayed that were not ready: True / False as the round saw it, None = it cannot tell
     # (a partitioned round asks only the partitions hinted ready; its ``wait`` may be a hint's)
     waiting: bool | None = None
+    # seconds until a request of any lane (not only this worker's) may be ready: a partition's hint
+    any_wait: float | None = None
 
     @classmethod
     def from_reply(cls, out: list[Any]) -> Tick:
-        """tick.lua returns {status, wait ('' = none), added, acked, epoch, id, payload, id, payload, ...}
-        (epoch: '' = not read, else 'e' + the key's value)."""
-        taken = [Taken(text(out[i]), out[i + 1]) for i in range(5, len(out), 2)]
+        """tick.lua returns {status, wait ('' = none), added, acked, epoch, any lane's wait, id, payload, id,
+        payload, ...} (epoch: '' = not read, else 'e' + the key's value)."""
+        taken = [Taken(text(out[i]), out[i + 1]) for i in range(6, len(out), 2)]
         epoch = text(out[4]) if len(out) > 4 else ""  # (a reply that stops before it: nothing read)
         wait = float(out[1]) if out[1] else None
+        any_wait = float(out[5]) if len(out) > 5 and out[5] else wait
         return cls(taken, wait, int(out[2]), int(out[3]), out[0] == b"budget", out[0] == b"paused",
-                   epoch[1:] if epoch else None, waiting=wait is not None)
+                   epoch[1:] if epoch else None, waiting=wait is not None, any_wait=any_wait)
 
 
 @dataclass

@@ -30,6 +30,7 @@ from twisted.internet.base import DelayedCall
 from crawlhub._compat import wake_engine
 from crawlhub.connection import REDIS_ERRORS
 from crawlhub.frontier.policy import Requeue
+from crawlhub.roles import Roles, live_records
 
 if TYPE_CHECKING:
     from crawlhub.frontier.client import FrontierClient
@@ -182,7 +183,7 @@ class Upkeep:
             if now - self._last_count >= 2.0:
                 self._last_count = now
                 frontier.live_workers, frontier.leases_elsewhere = live_workers(
-                    frontier.server, frontier.keys.workers, self.dead_after, frontier.worker)
+                    frontier.server, frontier.keys.workers, self.dead_after, frontier.worker, frontier.roles)
             if now - self._last_reclaim >= self.reclaim_interval:
                 self._last_reclaim = now
                 reclaim(frontier, self.reclaim_interval)
@@ -202,20 +203,22 @@ def redis_uptime(server: redis.Redis) -> int:
     return min(ups) if ups else 0
 
 
-def live_workers(server: redis.Redis, key: str, dead_after: float, me: str = "") -> tuple[int, int]:
+def live_workers(server: redis.Redis, key: str, dead_after: float, me: str = "",
+                 roles: Roles | None = None) -> tuple[int, int]:
     """Live workers of the spider (heartbeats in hash ``key``), so that a domain's slots are shared among them,
-    and the leases the live ones other than ``me`` held at their last heartbeat."""
-    now = time.time()
-    alive = held = 0
+    and the leases the live ones other than ``me`` held at their last heartbeat. ``roles`` learns the rungs the
+    live workers take (which lanes have a worker)."""
+    records = []
     for raw in server.hvals(key):
         try:
-            record = json.loads(raw)
+            records.append(json.loads(raw))
         except ValueError:
             continue
-        if record.get("state") == "running" and now - record.get("last_beat", 0) <= dead_after:
-            alive += 1
-            held += int(record.get("leases") or 0) if record.get("worker") != me else 0
-    return max(1, alive), held
+    alive = live_records(records, dead_after)
+    if roles is not None:
+        roles.saw(alive)
+    held = sum(int(r.get("leases") or 0) for r in alive if r.get("worker") != me)
+    return max(1, len(alive)), held
 
 
 def reclaim(frontier: FrontierClient, interval: float = 0.0) -> int:

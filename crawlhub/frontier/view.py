@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from crawlhub.frontier.partitions import Partitions
     from crawlhub.frontier.politeness import Politeness
     from crawlhub.frontier.scheduler import RedisScheduler
+    from crawlhub.roles import Roles
 
 __all__ = ["FrontierView", "StoreLink", "frontier_of", "store_link_of"]
 
@@ -42,6 +43,7 @@ class FrontierView(Protocol):
     ops: Partitions  # the refresher moves due URLs into the queues with it
     budget_exhausted: bool
     work_waiting: bool  # the last round saw requests queued that were not ready yet
+    roles: Roles  # the rungs this worker takes, and the live workers' (which lanes have a worker: crawlhub.roles)
 
     @property
     def epoch_id(self) -> str:

@@ -121,8 +121,10 @@ def test_records_cross_into_lua_with_named_fields():
     assert payload == b'{"url": "http://a.test/"}'
     bloom = dict(zip(ENQUEUE_ARGV, op.to_argv(["b", "bits", 1000, 3, 7])[0].split("\t"), strict=True))
     assert (bloom["kind"], bloom["key"], bloom["extra"]) == ("b", "bits", "1000,3,7")
-    reply = Tick.from_reply([b"ok", b"0.250", 3, 1, b"", b"7@a.test", b"{}"])
+    reply = Tick.from_reply([b"ok", b"0.250", 3, 1, b"", b"0.100", b"7@a.test", b"{}"])
     assert (reply.wait, reply.added, reply.acked, reply.taken) == (0.25, 3, 1, [("7@a.test", b"{}")])
+    assert reply.any_wait == 0.1, "the wait of any lane (a partition's hint), not only this worker's"
+    assert Tick.from_reply([b"ok", b"", 0, 0, b"", b"2.000"]).any_wait == 2.0, "only another lane has work"
     assert Tick.from_reply([b"budget", b"", 0, 0]).budget_exhausted and Tick.from_reply([b"paused", b"", 0, 0]).paused
     assert Tick.from_reply([b"budget", b"", 0, 0, b""]).budget_exhausted and Tick.from_reply([b"paused", b"", 0, 0, b""]).paused
 

@@ -9,6 +9,26 @@
 -- (member = priority, score = -priority) and <prefix>:<d>:<priority> a list of
 -- request payloads, first in first out. ctx.counts counts per domain.
 local function domain_of(id) return string.match(id, '@(.+)$') end
+-- A queue is named by its domain, or "<domain>#<lane>" for work only some workers take (a rung: WORKER_CAPABILITIES,
+-- crawlhub.roles). A lane has a schedule of its own (<schedule>:<lane>), so that a worker never scans, nor waits
+-- behind, work it cannot take; its politeness (state, active set, limits) is its domain's, shared by every lane.
+local function host_of(q) return string.match(q, '^[^#]*') end
+local function schedule_of(ctx, q)
+  local lane = string.match(q, '#(.+)$')
+  if lane then return ctx.schedule .. ':' .. lane end
+  return ctx.schedule
+end
+-- a slot of d's domain is free: each of its lanes may be asked at once (ctx.lanes: every lane of the crawl)
+local function wake(ctx, d)
+  local host = host_of(d)
+  for _, lane in ipairs(ctx.lanes or {''}) do
+    if lane == '' then
+      redis.call('ZADD', ctx.schedule, 'XX', 'LT', now_s, host)
+    else
+      redis.call('ZADD', ctx.schedule .. ':' .. lane, 'XX', 'LT', now_s, host .. '#' .. lane)
+    end
+  end
+end
 -- A batch (ctx.batch, tick.lua): the pushes and slot releases of one call, gathered per list and per
 -- domain and written by flush_batch in a few commands per domain instead of four per request (every
 -- redis.call costs a script more than its command). Valid while nothing pops or raises a schedule score:
@@ -24,8 +44,8 @@ local function release(ctx, id)
     table.insert(b.released[d], ctx.spider .. '/' .. id)
     return 1
   end
-  if redis.call('ZREM', ctx.domain .. d .. ':active', ctx.spider .. '/' .. id) == 1 then
-    redis.call('ZADD', ctx.schedule, 'XX', 'LT', now_s, d)
+  if redis.call('ZREM', ctx.domain .. host_of(d) .. ':active', ctx.spider .. '/' .. id) == 1 then
+    wake(ctx, d)
     return 1
   end
   return 0
@@ -54,7 +74,7 @@ local function push(ctx, d, prio, payload, front)
   -- its score). Not only for a new list: a list that outlived its sets (a reset deleting keys one by one
   -- while a worker pushed) would otherwise never be leased again, and nor would what is pushed after it.
   redis.call('ZADD', q, 'NX', -tonumber(prio), prio)
-  redis.call('ZADD', ctx.schedule, 'NX', 0, d)
+  redis.call('ZADD', schedule_of(ctx, d), 'NX', 0, d)
 end
 -- write a batch: each list's requests in one RPUSH (and one LPUSH for those given back: LPUSH of several
 -- puts the last first, as one LPUSH each would), each domain's count once, each priority and domain in
@@ -74,16 +94,16 @@ local function flush_batch(ctx)
     redis.call('ZADD', q, 'NX', -tonumber(prio), prio)
     if not scheduled[d] then
       scheduled[d] = true
-      redis.call('ZADD', ctx.schedule, 'NX', 0, d)
+      redis.call('ZADD', schedule_of(ctx, d), 'NX', 0, d)
     end
   end
   for d, n in pairs(b.counts) do redis.call('HINCRBY', ctx.counts, d, n) end
   for d, members in pairs(b.released) do
     local removed = 0
     for i = 1, #members, 1000 do
-      removed = removed + redis.call('ZREM', ctx.domain .. d .. ':active', unpack(members, i, math.min(i + 999, #members)))
+      removed = removed + redis.call('ZREM', ctx.domain .. host_of(d) .. ':active', unpack(members, i, math.min(i + 999, #members)))
     end
-    if removed > 0 then redis.call('ZADD', ctx.schedule, 'XX', 'LT', now_s, d) end
+    if removed > 0 then wake(ctx, d) end
   end
 end
 -- take up to k requests of a domain: best priority first, FIFO within one

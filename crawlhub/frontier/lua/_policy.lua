@@ -44,6 +44,7 @@ local function take(p, n)
 end
 -- a download is over: free its slot; 'slow' (429/503) slows the domain, 'ok' brings it back
 local function finish(ctx, d, lease_id, outcome, retry_after)
+  d = host_of(d)  -- (a lane's queue: its domain's pace)
   local sk = ctx.domain .. d
   if lease_id ~= '' then release(ctx, lease_id) end
   -- the slow-down factor, read once per domain per call (ctx.factors: tick.lua) and kept as written

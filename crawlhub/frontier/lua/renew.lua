@@ -8,7 +8,7 @@ for i = 3, #ARGV do
   if redis.call('ZSCORE', KEYS[1], id) then
     redis.call('ZADD', KEYS[1], 'XX', until_s, id)
     local d = domain_of(id)
-    if d then redis.call('ZADD', ctx.domain .. d .. ':active', 'XX', until_s, ctx.spider .. '/' .. id) end
+    if d then redis.call('ZADD', ctx.domain .. host_of(d) .. ':active', 'XX', until_s, ctx.spider .. '/' .. id) end
   else
     table.insert(lost, id)
   end

@@ -10,12 +10,15 @@
 --   (crawlhub.frontier.records: EnqueueOp, Finish)
 --    ack: [lease id, ...],
 --    n, ttl, worker, default_budget, conf (politeness), scan, factor_max, recovery,
---    workers (live workers of the spider), held ({domain: slots this worker holds})}
+--    workers (live workers of the spider), held ({domain: slots this worker holds}),
+--    lanes (the queues' lanes this worker takes: '' = the domains' own queues, 'browser'... ; default {''})}
+-- (ctx.lanes: every lane of the crawl, for the partition's hint and to wake a domain's lanes)
 -- With several workers, one worker takes at most ceil(concurrency / workers) of a
 -- domain's slots, so that the slots are shared by the workers, not held by one.
 -- In this order: enqueue (so a page's links are queued before its lease
 -- ends), finish, ack, then lease n requests.
--- Returns {'ok' | 'budget' | 'paused', wait ('' = nothing queued or delayed), added, acked, epoch, id, payload, ...}
+-- Returns {'ok' | 'budget' | 'paused', wait ('' = nothing queued or delayed for this worker's lanes), added, acked,
+--          epoch, wait for any lane ('' = none: the partition's hint), id, payload, ...}
 -- (epoch: '' = not read; else 'e' .. the epoch key's value, 'e' alone when the key is gone)
 -- (read by crawlhub.frontier.records.Tick.from_reply)
 local a = cjson.decode(ARGV[1])
@@ -66,12 +69,10 @@ for i = 1, #ids, 500 do
     end
   end
   for d, members in pairs(by_domain) do
-    if redis.call('ZREM', ctx.domain .. d .. ':active', unpack(members)) > 0 then
-      redis.call('ZADD', ctx.schedule, 'XX', 'LT', now_s, d)
-    end
+    if redis.call('ZREM', ctx.domain .. host_of(d) .. ':active', unpack(members)) > 0 then wake(ctx, d) end
   end
 end
-local out = {'ok', '', added, acked, ''}
+local out = {'ok', '', added, acked, '', ''}
 local n = tonumber(a.n) or 0
 -- untagged, a lease round reads the frontier's epoch (a reset moves it; gone: the frontier vanished)
 if n > 0 and ctx.epoch then out[5] = 'e' .. (redis.call('GET', ctx.epoch) or '') end
@@ -97,20 +98,25 @@ if n > 0 then
   local conf, ttl = a.conf, tonumber(a.ttl)
   -- ready domains, best head-of-queue priority first, then longest ready
   local heads = {}
-  -- at least as many domains as requests wanted (each may have only one ready)
+  -- at least as many domains as requests wanted (each may have only one ready), in each lane this worker takes
   local scan = math.max(tonumber(a.scan) or 16, n)
-  for i, d in ipairs(redis.call('ZRANGEBYSCORE', ctx.schedule, '-inf', now_s, 'LIMIT', 0, scan)) do
-    local h = redis.call('ZRANGE', ctx.prefix .. ':' .. d, 0, 0, 'WITHSCORES')
-    if #h == 0 then redis.call('ZREM', ctx.schedule, d) else table.insert(heads, {d, tonumber(h[2]), i, h[1]}) end
+  local lanes = a.lanes or {''}
+  for _, lane in ipairs(lanes) do
+    local sched = lane == '' and ctx.schedule or ctx.schedule .. ':' .. lane
+    for i, d in ipairs(redis.call('ZRANGEBYSCORE', sched, '-inf', now_s, 'LIMIT', 0, scan)) do
+      local h = redis.call('ZRANGE', ctx.prefix .. ':' .. d, 0, 0, 'WITHSCORES')
+      if #h == 0 then redis.call('ZREM', sched, d) else table.insert(heads, {d, tonumber(h[2]), i, h[1], sched}) end
+    end
   end
   table.sort(heads, function(x, y) if x[2] ~= y[2] then return x[2] < y[2] end return x[3] < y[3] end)
   local granted = 0
   for _, h in ipairs(heads) do
     if granted >= n then break end
-    local d = h[1]
-    local p = policy(d, conf, ctx)
+    local d, sched = h[1], h[5]
+    local host = host_of(d)  -- (a lane's queue keeps its domain's pace and slots)
+    local p = policy(host, conf, ctx)
     if p.ready > now then
-      redis.call('ZADD', ctx.schedule, ts(p.ready), d)
+      redis.call('ZADD', sched, ts(p.ready), d)
     else
       local ak = p.sk .. ':active'
       local k, room = n - granted, nil
@@ -121,7 +127,7 @@ if n > 0 then
         k = math.min(k, room)
         local workers = tonumber(a.workers) or 1
         if workers > 1 then
-          share = math.ceil(p.conc / workers) - (tonumber((a.held or {})[d]) or 0)
+          share = math.ceil(p.conc / workers) - (tonumber((a.held or {})[host]) or 0)
         end
       end
       -- at its concurrency cap, a domain waits: a finishing download moves it forward
@@ -131,7 +137,7 @@ if n > 0 then
       if full_share and k > 0 then
         -- this worker holds its share: the free slots stay for the others, the schedule as it is
       elseif k <= 0 then
-        redis.call('ZADD', ctx.schedule, ts(recheck), d)
+        redis.call('ZADD', sched, ts(recheck), d)
       else
         local c, t = 0, p.tat
         while c < k and (p.interval == 0 or t - p.tau <= now) do
@@ -158,24 +164,36 @@ if n > 0 then
           redis.call('ZADD', ak, unpack(zact))
           granted = granted + #items
         end
-        if p.new_window then redis.call('ZADD', ctx.known, now_s, d) end  -- `limits show`: to 10 s
+        if p.new_window then redis.call('ZADD', ctx.known, now_s, host) end  -- `limits show`: to 10 s
         if empty == nil then empty = redis.call('EXISTS', ctx.prefix .. ':' .. d) == 0 end
         if empty then
-          redis.call('ZREM', ctx.schedule, d)
+          redis.call('ZREM', sched, d)
         elseif room ~= nil and room <= #items then
-          redis.call('ZADD', ctx.schedule, ts(math.max(p.tat - p.tau, recheck)), d)
+          redis.call('ZADD', sched, ts(math.max(p.tat - p.tau, recheck)), d)
         else
-          redis.call('ZADD', ctx.schedule, ts(math.max(p.tat - p.tau, now)), d)
+          redis.call('ZADD', sched, ts(math.max(p.tat - p.tau, now)), d)
         end
       end
     end
   end
   if limit > 0 and granted > 0 then redis.call('INCRBY', ctx.budget_used, granted) end
+  -- when this worker may next find work (its lanes, and retries coming due), and when anyone may (every lane:
+  -- a partitioned frontier's hint, so that a worker never writes "empty" over another lane's work)
   local wake = nil
-  local first = redis.call('ZRANGE', ctx.schedule, 0, 0, 'WITHSCORES')
-  if #first > 0 then wake = tonumber(first[2]) end
   local retry = redis.call('ZRANGE', ctx.delayed, 0, 0, 'WITHSCORES')
-  if #retry > 0 and (wake == nil or tonumber(retry[2]) < wake) then wake = tonumber(retry[2]) end
+  if #retry > 0 then wake = tonumber(retry[2]) end
+  local mine = {}
+  for _, lane in ipairs(lanes) do mine[lane] = true end
+  local wake_all = wake
+  for _, lane in ipairs(ctx.lanes or lanes) do
+    local first = redis.call('ZRANGE', lane == '' and ctx.schedule or ctx.schedule .. ':' .. lane, 0, 0, 'WITHSCORES')
+    if #first > 0 then
+      local at = tonumber(first[2])
+      if mine[lane] and (wake == nil or at < wake) then wake = at end
+      if wake_all == nil or at < wake_all then wake_all = at end
+    end
+  end
   if wake ~= nil then out[2] = string.format('%.3f', math.max(0, wake - now)) end
+  if wake_all ~= nil then out[6] = string.format('%.3f', math.max(0, wake_all - now)) end
 end
 return out
