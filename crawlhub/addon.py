@@ -36,6 +36,7 @@ from scrapy.settings import BaseSettings, Settings
 from crawlhub import default_settings
 from crawlhub.config import SettingError, apply_env_overrides
 from crawlhub.habits import translate
+from crawlhub.roles import BROWSER, IMPERSONATE, declared
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -78,8 +79,12 @@ def apply_spider(settings: BaseSettings, spidercls: type[Spider]) -> None:
     """The settings that follow from the spider class and the settings in force."""
     if settings.getbool("TLS_VERIFY"):  # plain downloads verify too (the browser: crawlhub.browser_handler)
         settings.set("DOWNLOADER_CLIENTCONTEXTFACTORY", VERIFYING_CONTEXT_FACTORY, "addon")
-    renders = bool(getattr(spidercls, "use_browser", False) or getattr(spidercls, "browser_needs", ()))
-    if renders or settings.getbool("BROWSER_ENABLED"):
+    renders = bool(getattr(spidercls, "use_browser", False) or getattr(spidercls, "browser_needs", ())
+                   or settings.getbool("BROWSER_ENABLED"))
+    roles = declared(settings)  # WORKER_CAPABILITIES: a worker with roles runs the handlers of its rungs, no others
+    if roles:
+        renders = BROWSER in roles
+    if renders:
         from crawlhub.browser import browser_settings
 
         for name, value in browser_settings(settings).items():
@@ -88,14 +93,15 @@ def apply_spider(settings: BaseSettings, spidercls: type[Spider]) -> None:
                     settings["DOWNLOAD_HANDLERS"].set(scheme, handler, "spider")
             else:
                 settings.set(name, value, "spider")
-    if settings.getbool("IMPERSONATE_ENABLED"):  # the impersonate rung in front of Scrapy's own handler
-        from crawlhub.impersonate import HANDLER as IMPERSONATE
+    if settings.getbool("IMPERSONATE_ENABLED") and (not roles or IMPERSONATE in roles or BROWSER in roles):
+        # the impersonate rung in front of Scrapy's own handler (a browser worker's handler has it inside)
+        from crawlhub.impersonate import HANDLER as IMPERSONATE_HANDLER
         from crawlhub.impersonate import is_scrapy_handler
 
         handlers = settings.getwithbase("DOWNLOAD_HANDLERS")
         for scheme in ("http", "https"):
             if is_scrapy_handler(handlers.get(scheme)):  # (a handler of the project's own is left as it is)
-                settings["DOWNLOAD_HANDLERS"].set(scheme, IMPERSONATE, "spider")
+                settings["DOWNLOAD_HANDLERS"].set(scheme, IMPERSONATE_HANDLER, "spider")
     hook = getattr(spidercls, "crawlhub_settings", None)
     if hook is not None:
         hook(settings)

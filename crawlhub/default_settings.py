@@ -355,6 +355,14 @@ LADDER_PROBE_MAX = 86400.0
 # Seconds a worker trusts its copy of the domains' rungs (crawlhub:ladder) before reading Redis again.
 LADDER_REFRESH = 5.0
 
+# --- Workers with roles (docs/anti-blocking.md, "Workers with roles") ---
+# The rungs this worker takes work for: some of plain, impersonate, browser. Empty: the rungs it can run
+# (the browser with BROWSER_ENABLED or a spider with use_browser; impersonate with curl_cffi). Work that
+# needs a rung (a pin, meta["browser"], its domain's rung) waits in its domain's lane for that rung,
+# leased only by workers that take it; a worker without the rung never runs it. Set, the worker runs
+# the handlers of its rungs and no others (a plain worker never starts Chromium).
+WORKER_CAPABILITIES: list[str] = []
+
 # --- Sessions shared by the cluster (docs/anti-blocking.md, "Sessions") ---
 # On for a spider that defines `login(session)` or sets `use_sessions = True` (or with SESSIONS_ENABLED):
 # each request goes out in one of SESSION_POOL_SIZE sessions (a cookie jar in Redis bound to a proxy and a

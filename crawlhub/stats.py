@@ -109,6 +109,8 @@ class Metrics:
         self.retries = PCounter("crawlhub_retries", "Retries scheduled through the frontier", ["spider"], registry=self.registry)
         self.dlq = PCounter("crawlhub_dead_letters", "Requests sent to the DLQ", ["spider"], registry=self.registry)
         self.queue = Gauge("crawlhub_queue_depth", "Requests queued in the shared frontier", ["spider"], registry=self.registry)
+        self.lane = Gauge("crawlhub_lane_depth", "Requests queued for the workers of one rung (WORKER_CAPABILITIES)",
+                          ["spider", "lane"], registry=self.registry)
         self.dlq_size = Gauge("crawlhub_dlq_size", "Entries in the spider's DLQ", ["spider"], registry=self.registry)
         self.inflight = Gauge("crawlhub_inflight", "Leased requests, whole cluster", ["spider"], registry=self.registry)
         self.score = Gauge("crawlhub_quality_score", "Quality score of the spider's current cycle, 0..100",

@@ -20,6 +20,7 @@ from crawlhub.connection import REDIS_ERRORS
 from crawlhub.frontier.records import text
 from crawlhub.intent import leased
 from crawlhub.meta import DOWNLOAD_RUNG
+from crawlhub.roles import BROWSER, Roles
 
 logger = logging.getLogger(__name__)
 
@@ -59,9 +60,23 @@ class BrowserMiddleware(FrontierMiddleware):
         spider = self.crawler.spider
         return bool(getattr(spider, "use_browser", False)) or domain_of(request.url) in self.marked_domains()
 
-    def process_request(self, request: Request) -> Request | Response | None:
-        if not self.enabled or request.meta.get("playwright") or not self.wants_browser(request):
+    def elsewhere(self) -> Roles | None:
+        """This worker has no browser but the crawl has (a browser worker takes the browser lane): the roles that
+        move a page there; else None."""
+        frontier = self.frontier
+        if self.enabled or frontier is None or not frontier.roles.reachable(BROWSER):
             return None
+        return frontier.roles
+
+    def process_request(self, request: Request) -> Request | Response | None:
+        if request.meta.get("playwright") or not (self.enabled or self.elsewhere()) or not self.wants_browser(request):
+            return None
+        roles = self.elsewhere()
+        if roles is not None:  # to the browser lane (a request off the shared frontier goes as it is)
+            if not leased(request):
+                return None
+            self.crawler.stats.inc_value(f"roles/moved/{BROWSER}")
+            return roles.moved(request, BROWSER, "the spider asks for the browser")
         request.meta["playwright"] = True
         referer = request.headers.get("Referer")
         if referer:  # Chromium sends its own headers: the Referer goes through page.goto
@@ -70,7 +85,8 @@ class BrowserMiddleware(FrontierMiddleware):
         return None
 
     def process_response(self, request: Request, response: Response) -> Request | Response:
-        if not self.enabled:
+        roles = self.elsewhere()
+        if not self.enabled and (roles is None or not leased(request)):
             return response
         domain = domain_of(request.url)
         stats = self.crawler.stats
@@ -87,6 +103,9 @@ class BrowserMiddleware(FrontierMiddleware):
             return response
         stats.inc_value(f"browser/fallback/{domain}")
         logger.info("%s has none of %s without JavaScript: rendering it in the browser", request.url, list(needs))
+        if roles is not None:
+            self.crawler.stats.inc_value(f"roles/moved/{BROWSER}")
+            return roles.moved(request, BROWSER, f"none of {list(needs)} without JavaScript", browser=True)
         return request.replace(dont_filter=True, meta={**request.meta, "playwright": True, SAME_PAGE: True})
 
     def _count(self, domain: str, what: str) -> None:

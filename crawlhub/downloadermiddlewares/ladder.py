@@ -36,25 +36,15 @@ from scrapy.http import Request, Response
 
 from crawlhub import meta, signals
 from crawlhub._utils.urls import domain_of
-from crawlhub.browser import HANDLER as BROWSER_HANDLER
 from crawlhub.components import FrontierMiddleware
 from crawlhub.connection import REDIS_ERRORS
 from crawlhub.frontier.scripts import Script
-from crawlhub.impersonate import BROWSER, IMPERSONATE, PLAIN, RUNGS, can_impersonate
+from crawlhub.intent import leased
 from crawlhub.ladder import BLOCKS, LADDER, SCRIPT, read_ladder
 from crawlhub.proxies import ban_markers, block_reason
+from crawlhub.roles import PLAIN, RUNGS, Roles, lane_of, rung_pin
 
 logger = logging.getLogger(__name__)
-
-def available_rungs(settings: Any) -> tuple[str, ...]:
-    """The rungs this worker can download on."""
-    rungs = [PLAIN]
-    if can_impersonate(settings):
-        rungs.append(IMPERSONATE)
-    if settings.getwithbase("DOWNLOAD_HANDLERS").get("https") == BROWSER_HANDLER:
-        rungs.append(BROWSER)
-    return tuple(rungs)
-
 
 class LadderCalls:
     """The ladder script, called for one worker (:data:`crawlhub.ladder.SCRIPT`)."""
@@ -79,10 +69,10 @@ class LadderCalls:
         return (json.loads(raw) if raw else None), bool(moved)
 
 
-def _rungs_of(crawler: Crawler) -> tuple[str, ...]:
+def _roles_of(crawler: Crawler) -> Roles:
     if not crawler.settings.getbool("LADDER_ENABLED"):
         raise NotConfigured("LADDER_ENABLED is off")
-    return available_rungs(crawler.settings)
+    return Roles.from_settings(crawler.settings)
 
 
 def _above(rungs: tuple[str, ...], rung: str) -> str | None:
@@ -97,14 +87,7 @@ def _below(rungs: tuple[str, ...], rung: str) -> str:
 
 def pinned(crawler: Crawler, request: Request) -> str | None:
     """The rung a request (meta["rung"]) or its spider (``rung``) pins it to."""
-    pin = request.meta.get(meta.RUNG)
-    if pin is None:
-        pin = getattr(crawler.spider, "rung", None)
-    if pin is None:
-        return None
-    if pin not in RUNGS:
-        raise ValueError(f"rung {pin!r} is not one of {', '.join(RUNGS)} ({request.url})")
-    return str(pin)
+    return rung_pin(request, crawler.spider)
 
 
 def sent_once(request: Request) -> bool:
@@ -117,23 +100,32 @@ def climbs(ladder: LadderBlockMiddleware, request: Request, response: Response) 
     """Whether ``ladder`` fetches this answer's page again a rung higher (a block below the top rung this worker
     has, on a rung the ladder chose: not pinned, not a login's form)."""
     rung = request.meta.get(meta.DOWNLOAD_RUNG)
-    if rung is None or pinned(ladder.crawler, request) is not None or _above(ladder.rungs, rung) is None:
+    if rung is None or pinned(ladder.crawler, request) is not None or _above(ladder.roles_now.rungs(), rung) is None:
         return False
     return not sent_once(request) and bool(ladder.blocked(response))
 
 
-class LadderMiddleware(FrontierMiddleware):
+class _Rungs(FrontierMiddleware):
+    roles: Roles
+
+    @property
+    def roles_now(self) -> Roles:
+        """The crawl's roles: the shared frontier's (the live workers' rungs among them), else this worker's alone."""
+        frontier = self.frontier
+        return frontier.roles if frontier is not None else self.roles
+
+
+class LadderMiddleware(_Rungs):
     """Chooses each download's rung: its pin, else its domain's, or the rung below for a probe (order 360)."""
 
     def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler)
         s = crawler.settings
-        self.rungs = _rungs_of(crawler)
+        self.roles = _roles_of(crawler)
         self.refresh = s.getfloat("LADDER_REFRESH")
         self.ladder: dict[str, dict[str, Any]] = {}  # this worker's copy: read every LADDER_REFRESH, and ladder_moved
         self.loaded = float("-inf")
         self.calls = LadderCalls(self)
-        self.warned: set[str] = set()
         crawler.signals.connect(self._moved, signal=signals.ladder_moved)
 
     def _moved(self, domain: str, state: dict[str, Any] | None) -> None:
@@ -152,55 +144,52 @@ class LadderMiddleware(FrontierMiddleware):
                 logger.warning("Redis unavailable (%s): using the domains' rungs known so far", exc)
         return self.ladder.get(domain)
 
-    def _usable(self, rung: str) -> str:
-        """``rung`` if this worker has it, else the highest it has below it."""
-        if rung in self.rungs:
-            return rung
-        if rung not in self.warned:
-            self.warned.add(rung)
-            logger.warning("This worker cannot download on the %s rung (%s): using %s", rung,
-                           "install crawlhub[impersonate] (curl_cffi), IMPERSONATE_ENABLED" if rung == IMPERSONATE
-                           else "BROWSER_ENABLED, or a spider with use_browser", _below(self.rungs, rung))
-        return _below(self.rungs, rung)
-
-    def process_request(self, request: Request) -> None:
+    def process_request(self, request: Request) -> Request | None:
         for key in (meta.DOWNLOAD_RUNG, meta.PROBE):  # a retry chooses again
             request.meta.pop(key, None)
-        stats = self.crawler.stats
+        stats, roles = self.crawler.stats, self.roles_now
         pin = pinned(self.crawler, request)
         if pin is not None:
-            rung = self._usable(pin)
+            rung, why = pin, "pinned"
         else:
             domain = domain_of(request.url)
             state = self._state(domain)
-            rung = self._usable(state["rung"]) if state else PLAIN
+            rung = str(state["rung"]) if state and state.get("rung") in RUNGS else PLAIN
+            why = f"{domain} is on it"
             climbed = request.meta.get(meta.CLIMBED)
             if climbed in RUNGS and RUNGS.index(rung) <= RUNGS.index(climbed):  # blocked there: a rung above it
-                rung = _above(self.rungs, climbed) or rung
-            elif state and rung != PLAIN and float(state.get("probe_at", 0)) <= time.time():
+                rung, why = _above(roles.rungs(), str(climbed)) or rung, f"blocked on {climbed}"
+            elif state and rung != PLAIN and rung in roles.can and float(state.get("probe_at", 0)) <= time.time():
                 claimed = self.calls("probe", domain, rung)
                 if claimed is not None:  # (the state as Redis has it now: the next probe's time among it)
                     self._moved(domain, claimed[0])
                 if claimed is not None and claimed[1]:  # this request probes the rung below (one in the cluster)
                     request.meta[meta.PROBE] = rung
-                    rung = _below(self.rungs, rung)
+                    rung = _below(roles.can, rung)
                     stats.inc_value("ladder/probes")
                     logger.info("Probing %s on the %s rung (on %s since %s: %s)", domain, rung, request.meta[meta.PROBE],
                                 time.strftime("%H:%M:%S", time.localtime(float(state.get("since", 0)))),
                                 state.get("why", ""))
+        if rung not in roles.can:
+            if leased(request) and roles.reachable(rung):  # to the workers that have the rung (its lane)
+                stats.inc_value(f"roles/moved/{rung}")
+                return roles.moved(request, rung, why)
+            used = _below(roles.can, rung)
+            roles.warn_once(rung, used)
+            rung = used
         request.meta[meta.DOWNLOAD_RUNG] = rung
         stats.inc_value(f"ladder/rung/{rung}")
         return None
 
 
-class LadderBlockMiddleware(FrontierMiddleware):
+class LadderBlockMiddleware(_Rungs):
     """A blocked answer: counted towards its domain's climb and fetched again a rung higher; a probe's answer
     brings its domain down or backs it off (order 910, before the proxy's ban rules and the retries)."""
 
     def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler)
         s = crawler.settings
-        self.rungs = _rungs_of(crawler)
+        self.roles = _roles_of(crawler)
         self.block_codes = {int(c) for c in s.getlist("LADDER_BLOCK_CODES")}
         self.climb_after = max(1, s.getint("LADDER_CLIMB_AFTER"))
         self.probe_after = s.getfloat("LADDER_PROBE_AFTER")
@@ -240,9 +229,10 @@ class LadderBlockMiddleware(FrontierMiddleware):
         if not why:
             return response
         stats.inc_value(f"ladder/blocked/{rung}")
-        up = _above(self.rungs, rung)
-        if up is None:
-            return response  # the top rung this worker has: the answer as it is
+        roles = self.roles_now
+        up = _above(roles.rungs(), rung)
+        if up is None or (up not in roles.can and not leased(request)):
+            return response  # the top rung of the crawl (or of this worker, off the shared frontier): the answer as it is
         if not probe:
             climbed = self._call("block", domain, rung, self.climb_after, up, self.probe_after,
                                  f"{why} on {rung} ({request.url})"[:300])
@@ -253,6 +243,9 @@ class LadderBlockMiddleware(FrontierMiddleware):
                                request.url, climbed["rung"], rung, self.probe_after)
         if sent_once(request):
             return response
-        logger.info("%s was blocked on the %s rung (%s): fetching it again on %s", request.url, rung, why, up)
+        elsewhere = up not in roles.can  # (queued in the rung's lane, for the workers that have it)
+        logger.info("%s was blocked on the %s rung (%s): fetching it again on %s%s", request.url, rung, why, up,
+                    " (by a worker that has it)" if elsewhere else "")
         kept = {k: v for k, v in request.meta.items() if k not in (meta.DOWNLOAD_RUNG, meta.PROBE)}
-        return request.replace(dont_filter=True, meta={**kept, meta.CLIMBED: rung, meta.SAME_PAGE: True})
+        lane = {meta.LANE: lane_of(up)} if elsewhere else {}
+        return request.replace(dont_filter=True, meta={**kept, meta.CLIMBED: rung, meta.SAME_PAGE: True, **lane})

@@ -44,8 +44,8 @@ from crawlhub import intent, meta
 from crawlhub.components import FrontierMiddleware
 from crawlhub.connection import REDIS_ERRORS, worker_id
 from crawlhub.frontier.scripts import Script
-from crawlhub.impersonate import RUNGS
 from crawlhub.proxies import ban_markers, block_reason
+from crawlhub.roles import RUNGS
 from crawlhub.sessions import (
     LOGIN,
     READY,

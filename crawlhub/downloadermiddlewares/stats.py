@@ -21,6 +21,8 @@ from crawlhub import signals as crawlhub_signals
 from crawlhub._utils.urls import domain_of
 from crawlhub.components import frontier_of
 from crawlhub.connection import REDIS_ERRORS, worker_id
+from crawlhub.frontier.records import text
+from crawlhub.roles import PLAIN, RUNGS, split_queue
 from crawlhub.stats import (
     MAX_HELD_LOG,
     STARTED,
@@ -192,7 +194,7 @@ class ClusterStatsMiddleware:
                 pipe.hincrby(key, "log_dropped", self.dropped)
             if self.metrics is not None:
                 for part in frontier.keys.parts:
-                    pipe.hvals(part.queued)
+                    pipe.hgetall(part.queued)  # (per queue: a lane's work is counted apart, crawlhub.roles)
                     pipe.llen(part.dlq)
                     pipe.zcard(part.inflight)
             out = pipe.execute()
@@ -202,7 +204,13 @@ class ClusterStatsMiddleware:
             if self.metrics is not None:
                 parts = frontier.keys.partitions
                 gauges = out[len(out) - 3 * parts:]
-                self.metrics.queue.labels(spider).set(sum(int(v) for q in gauges[0::3] for v in q))
+                per_rung = dict.fromkeys(RUNGS, 0)
+                for queued in gauges[0::3]:
+                    for q, n in queued.items():
+                        per_rung[split_queue(text(q))[1] or PLAIN] += int(n)
+                self.metrics.queue.labels(spider).set(sum(per_rung.values()))
+                for rung, n in per_rung.items():  # a role deployment scales each kind of worker on its own
+                    self.metrics.lane.labels(spider, rung).set(n)
                 self.metrics.dlq_size.labels(spider).set(sum(gauges[1::3]))
                 self.metrics.inflight.labels(spider).set(sum(gauges[2::3]))
         except REDIS_ERRORS as exc:

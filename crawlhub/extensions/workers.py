@@ -80,6 +80,7 @@ class WorkerRegistry:
             "items": stats.get_value("item_scraped_count", 0),
             "errors": stats.get_value("log_count/ERROR", 0),
             "leases": frontier.leases_held if (frontier := frontier_of(self.crawler)) is not None else 0,
+            "capabilities": list(frontier.roles.own) if frontier is not None else [],  # (the lanes it takes)
             # Redis commands this worker's clients sent: in all, and per second since the last heartbeat
             "redis_commands": sent,
             "redis_per_s": round((sent - last_sent) / (now - last_at), 1) if now > last_at else 0.0,

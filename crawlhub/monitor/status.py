@@ -28,6 +28,7 @@ from crawlhub.items import cycle_field
 from crawlhub.ladder import ladder_rows, read_ladder
 from crawlhub.proxies import proxy_health
 from crawlhub.quality import quality_report
+from crawlhub.roles import lane_backlog, split_queue
 from crawlhub.seeds import WrongSeedKey, count_seeds
 from crawlhub.sessions import read_sessions
 from crawlhub.stats import LATENCY_BUCKETS_MS, items_field, minute_key, percentile
@@ -166,7 +167,13 @@ def cluster_status(server: redis.Redis, settings: BaseSettings, spider: str, wit
     rate1, rate5 = ((pages_per_minute(minutes, now, 1, started), pages_per_minute(minutes, now, 5, started))
                     if alive else (0.0, 0.0))
     queued = sum(per_domain.values())
-    domains = sorted({k.split("|")[1] for k in totals if k.startswith("d|")} | set(per_domain))
+    lanes = lane_backlog(per_domain, alive)  # work queued for a rung (crawlhub.roles), and who takes it
+    problems += [f"{row['queued']} requests wait in the {row['lane']} lane and no live worker takes it: start a worker "
+                 f"with WORKER_CAPABILITIES={row['lane']}" for row in lanes if not row["workers"]]
+    per_host: dict[str, int] = {}  # (a domain's lanes counted with it)
+    for q, n in per_domain.items():
+        per_host[split_queue(q)[0]] = per_host.get(split_queue(q)[0], 0) + n
+    domains = sorted({k.split("|")[1] for k in totals if k.startswith("d|")} | set(per_host))
     domain_rows = []
     for d in domains:
         prefix = f"d|{d}|"
@@ -174,7 +181,7 @@ def cluster_status(server: redis.Redis, settings: BaseSettings, spider: str, wit
         ok = totals.get(prefix + "2xx", 0) + totals.get(prefix + "3xx", 0)
         hist = _histogram(totals, prefix)
         domain_rows.append({
-            "domain": d, "requests": requests, "queued": per_domain.get(d, 0),
+            "domain": d, "requests": requests, "queued": per_host.get(d, 0),
             **{c: totals.get(prefix + c, 0) for c in CLASSES},
             "success_rate": round(ok / requests, 4) if requests else None,
             "p50_ms": percentile(hist, 0.5), "p95_ms": percentile(hist, 0.95), "bytes": totals.get(prefix + "bytes", 0),
@@ -199,7 +206,7 @@ def cluster_status(server: redis.Redis, settings: BaseSettings, spider: str, wit
         "totals": {k: totals.get(k, 0) for k in ("requests", *CLASSES, "bytes", "items", "retries", "dlq")},
         "latency_ms": {"p50": percentile(_histogram(totals), 0.5), "p95": percentile(_histogram(totals), 0.95)},
         "audit_log_entries": logged,
-        "domains": domain_rows, "queued_by_domain": per_domain,
+        "domains": domain_rows, "queued_by_domain": per_domain, "lanes": lanes,
         "workers": workers, "workers_alive": sum(w["alive"] for w in workers),
         "workers_dead": sum(w["state"] == "dead" for w in workers),
         "counters": ints(counters),

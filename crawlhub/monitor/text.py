@@ -23,6 +23,7 @@ def format_status(data: dict[str, Any]) -> list[str]:
     """The human view of cluster_status (what `crawlhub status` prints)."""
     from crawlhub.ladder import format_ladder
     from crawlhub.proxies import format_health
+    from crawlhub.roles import format_lanes
     from crawlhub.sessions import format_sessions
 
     if "totals" not in data:  # a spider whose state could not be read (cluster_status's caller says why)
@@ -72,11 +73,13 @@ def format_status(data: dict[str, Any]) -> list[str]:
             rate = f"{d['success_rate'] * 100:.1f}%" if d["success_rate"] is not None else "-"
             lines.append(f"{d['domain'][:32]:32} {d['requests']:>8} {d['queued']:>7} {rate:>8} "
                          f"{_ms(d['p50_ms']):>7} {_ms(d['p95_ms']):>7}")
+    lines += format_lanes(data.get("lanes") or [])
     lines.append(f"workers: {data['workers_alive']} alive, {data['workers_dead']} dead")
     now = data["time"]
     for w in data["workers"]:
         redis_rate = f"redis={w['redis_per_s']:g}/s " if "redis_per_s" in w else ""
-        lines.append(f"  {w['worker']:28} {w['state']:9} pages={w['pages']:<6} items={w['items']:<6} {redis_rate}"
+        rungs = f"takes={','.join(w['capabilities'])} " if w.get("capabilities") else ""
+        lines.append(f"  {w['worker']:28} {w['state']:9} pages={w['pages']:<6} items={w['items']:<6} {redis_rate}{rungs}"
                      f"beat {now - w['last_beat']:.0f}s ago{'  (' + w['reason'] + ')' if w.get('reason') else ''}")
     if data.get("ladder"):
         lines.append("ladder (domains off the plain rung):")

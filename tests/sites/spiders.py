@@ -14,6 +14,7 @@ from scrapy_redis.spiders import RedisCrawlSpider, RedisSpider
 
 from crawlhub.items import Page
 from crawlhub.spider import CrawlhubSpider
+from spiders.quotes import QuotesSpider
 from spiders.scrapeme import ScrapemeSpider
 
 
@@ -231,3 +232,15 @@ class MembersSpider(CatalogSpider):
 
     def session_expired(self, response):
         return "/login" in response.url and "the members' page sent us to the login form"
+
+
+class RolesSpider(QuotesSpider):
+    """Quotes from an index of pages, some of which show their quotes only with JavaScript: a page with neither
+    quotes nor the index's list goes to the browser (browser_needs)."""
+
+    name = "t_roles"
+    browser_needs = ("div.quote", "ul.pages")
+
+    def parse(self, response):
+        yield from super().parse(response)
+        yield from self.follow_links(response, response.css("ul.pages a::attr(href)").getall())

@@ -17,10 +17,11 @@ from scrapy.utils.test import get_crawler
 
 from crawlhub import meta
 from crawlhub.browser import HANDLER as BROWSER_HANDLER
-from crawlhub.downloadermiddlewares.ladder import available_rungs, pinned
+from crawlhub.downloadermiddlewares.ladder import pinned
 from crawlhub.impersonate import HANDLER, SCRAPY_HANDLER, Impersonator, _error, _proxy_auth
 from crawlhub.ladder import format_ladder
 from crawlhub.profiles import load_profiles
+from crawlhub.roles import available_rungs
 from spiders.quotes import QuotesSpider
 from spiders.quotes_js import QuotesJsSpider
 from tests.helpers import project_settings

@@ -1,0 +1,94 @@
+"""Workers with roles (WORKER_CAPABILITIES): a plain worker and a browser worker on a site where some pages
+need the browser. Real `scrapy crawl` workers, real Chromium, a local HTTPS site with redirects."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections import Counter
+
+import pytest
+
+from crawlhub._utils.urls import domain_of
+from tests.harness import cli, start_worker, wait_all, wait_for
+from tests.sites.quotes import quote_pages, quote_pages_js, render_handler, rendered
+
+pytestmark = pytest.mark.usefixtures("chromium")  # missing: fails, unless CRAWLHUB_SKIP_BROWSER_TESTS=1
+
+PAGES, PER_PAGE = 24, 4
+JS = {n for n in range(1, PAGES + 1) if n % 3 == 0}  # 8 pages show their quotes only with JavaScript
+REDIRECTED = {n for n in range(1, PAGES + 1) if n % 5 == 0}  # linked through /go/<n> (302), JS page 15 among them
+RENDER_SECONDS = 1.0  # the browser's pages are slow: the plain pages must not wait for them
+
+
+def roles_site(site):
+    plain, js = quote_pages(PAGES, PER_PAGE), quote_pages_js(PAGES, PER_PAGE, prefix="")
+    pages = {f"/page/{n}/": (js if n in JS else plain)[f"/page/{n}/"] for n in range(1, PAGES + 1)}
+    links = "".join(f'<li><a href="{f"/go/{n}" if n in REDIRECTED else f"/page/{n}/"}">{n}</a></li>'
+                    for n in range(1, PAGES + 1))
+    pages["/"] = f'<html><head><title>Quotes</title></head><body><ul class="pages">{links}</ul></body></html>'
+
+    def handler(site_, path):
+        if path.startswith("/static/render.js"):
+            time.sleep(RENDER_SECONDS)
+            return render_handler(site_, path)
+        go = re.fullmatch(r"/go/(\d+)", path)
+        if go:
+            return 302, "text/html", "", {"Location": f"/page/{go.group(1)}/"}
+        return None
+
+    return site(pages, handler=handler, tls=True)
+
+
+def status(env) -> dict:
+    out = cli(env, "status", "t_roles", "--json")
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_a_plain_worker_never_starts_chromium_and_its_pages_never_wait_for_the_browser_workers(
+        env, site, redis_client, mongo_db, tmp_path):
+    shop = roles_site(site)
+    host = domain_of(shop.url)
+    env = dict(env, SPIDER_MODULES="spiders,tests.sites.spiders")
+    # one slot of the domain each (shared by the domain's lanes); a mixed site is never marked "browser only"
+    settings = {"DOMAIN_CONCURRENCY": 2, "BROWSER_MARK_MIN_FALLBACKS": 1000, "MAX_IDLE_TIME_BEFORE_CLOSE": 3}
+    plain = start_worker("t_roles", env, tmp_path, "plain", WORKER_CAPABILITIES="plain", **settings)
+    redis_client.lpush("t_roles:start_urls", f"{shop.url}/")
+
+    # the plain worker alone: every plain page stored, the browser's pages waiting in their lane
+    plain_paths = {f"/page/{n}/" for n in range(1, PAGES + 1) if n not in JS}
+
+    def plain_done_and_lane_full():
+        assert plain.proc.poll() is None, plain.log()[-3000:]
+        fetched = {h.path for h in shop.hits}
+        return plain_paths <= fetched and redis_client.hget("t_roles:queued", f"{host}#browser") == str(len(JS)).encode()
+
+    assert wait_for(plain_done_and_lane_full, 90), (sorted({h.path for h in shop.hits}), plain.log()[-3000:])
+    assert plain.proc.poll() is None, "the plain worker waits for the crawl (browser pages may bring plain links)"
+    seen = status(env)
+    (lane,) = seen["lanes"]
+    assert (lane["lane"], lane["queued"], lane["domains"], lane["workers"]) == ("browser", len(JS), 1, [])
+    assert any("browser lane and no live worker takes it" in p for p in seen["problems"]), seen["problems"]
+    text = cli(env, "status", "t_roles").stdout
+    assert "lane browser: 8 requests queued for 1 domain(s), NO live worker takes it" in text, text
+    assert "takes=plain" in text
+    assert rendered(shop) == []
+
+    # a browser worker joins (as KEDA would start one on the lane's backlog) and takes only the browser's pages
+    browser = start_worker("t_roles", env, tmp_path, "browser", WORKER_CAPABILITIES="browser", **settings)
+    wait_all([plain, browser], 240)
+
+    assert sorted(rendered(shop)) == sorted(f"/page/{n}/" for n in JS), "each browser page rendered once"
+    hits = Counter(h.path for h in shop.hits if h.path.startswith(("/page/", "/go/")))
+    assert hits == {**dict.fromkeys(plain_paths, 1), **{f"/page/{n}/": 2 for n in JS},
+                    **{f"/go/{n}": 1 for n in REDIRECTED}}, "plain pages once; a browser page plain once, then rendered"
+    assert mongo_db.quotes.count_documents({}) == PAGES * PER_PAGE, "every quote stored once"
+    assert redis_client.llen("t_roles:dlq") == 0 and not redis_client.hgetall("t_roles:queued")
+    plain_log, browser_log = plain.log(), browser.log()
+    assert "Browser: " not in plain_log and "playwright" not in plain_log.lower(), "the plain worker never started Chromium"
+    assert "Browser: " in browser_log
+    assert f"'roles/moved/browser': {len(JS)}" in plain_log
+    assert f"'browser/pages/{host}': {len(JS)}" in browser_log and "browser/plain_pages" not in browser_log, \
+        "the browser worker took nothing but the browser's pages"
