@@ -268,6 +268,8 @@ DOWNLOADER_MIDDLEWARES = {
 SPIDER_MIDDLEWARES = {
     # closest to the engine: knows when a page's output is all processed
     "crawlhub.spidermiddlewares.leases.LeaseSpiderMiddleware": 10,
+    # links to a domain on a rung above plain: queued in that rung's lane (workers with roles)
+    "crawlhub.spidermiddlewares.lanes.LaneSpiderMiddleware": 20,
 }
 
 # --- Crawling -------------------------------------------------------------

@@ -10,12 +10,15 @@ Cluster). The middleware that moves domains is
 from __future__ import annotations
 
 import json
+import logging
 import time
 from typing import Any
 
 import redis
 
 from crawlhub.frontier.records import text
+
+logger = logging.getLogger(__name__)
 
 LADDER = "crawlhub:{ladder}"
 BLOCKS = "crawlhub:{ladder}:blocks"
@@ -79,6 +82,36 @@ def read_ladder(server: redis.Redis) -> dict[str, dict[str, Any]]:
         except ValueError:
             continue
     return out
+
+
+class LadderCopy:
+    """A worker's copy of the ladder (domain -> state), for one component: read again every ``refresh`` seconds,
+    and changed at once by the ``ladder_moved`` signal (:meth:`moved`) when this worker moves a domain. That is
+    how it learns that the cluster's ladder changed."""
+
+    def __init__(self, refresh: float) -> None:
+        self.refresh = refresh
+        self.ladder: dict[str, dict[str, Any]] = {}
+        self.loaded = float("-inf")
+
+    def moved(self, domain: str, state: dict[str, Any] | None) -> None:
+        if state is None:
+            self.ladder.pop(domain, None)
+        else:
+            self.ladder[domain] = state
+
+    def state(self, server: redis.Redis | None, domain: str) -> dict[str, Any] | None:
+        """The domain's state (None: plain), read again from ``server`` when the copy is older than ``refresh``;
+        Redis down, the copy as it is (with a warning)."""
+        if server is not None and time.monotonic() - self.loaded >= self.refresh:
+            from crawlhub.connection import REDIS_ERRORS
+
+            try:
+                self.ladder = read_ladder(server)
+                self.loaded = time.monotonic()
+            except REDIS_ERRORS as exc:
+                logger.warning("Redis unavailable (%s): using the domains' rungs known so far", exc)
+        return self.ladder.get(domain)
 
 
 def ladder_rows(ladder: dict[str, dict[str, Any]], now: float) -> list[list[str]]:

@@ -123,8 +123,11 @@ class Roles:
 
     @property
     def lanes(self) -> list[str]:
-        """The lanes this worker leases from."""
-        return [lane_of(r) for r in self.own]
+        """The lanes this worker leases from: its rungs', and, without declared roles, those of rungs no live worker
+        takes (work left in a lane when its last worker went: downloaded on the highest rung this worker has, as
+        when no worker has the rung, rather than left waiting for nobody)."""
+        orphans = [] if self.explicit else [r for r in RUNGS if r not in self.own and r not in self.live]
+        return [lane_of(r) for r in RUNGS if r in self.own or r in orphans]
 
     def saw(self, records: Iterable[dict[str, Any]]) -> None:
         """The live workers' heartbeat records (``capabilities``: a record without them is of a worker from before
@@ -143,13 +146,16 @@ class Roles:
         """The rungs a page can be fetched on in this crawl, cheapest first."""
         return tuple(r for r in RUNGS if self.reachable(r))
 
-    def lane_for(self, request: Request, spider: Any = None) -> str:
+    def lane_for(self, request: Request, spider: Any = None, domain_rung: str | None = None) -> str:
         """The lane a request is queued in: the one it was moved to, else the one its pin (``meta["rung"]``,
-        ``meta["browser"]``, the spider's ``rung`` or ``use_browser``) names, when some worker takes it."""
+        ``meta["browser"]``, the spider's ``rung`` or ``use_browser``) or else its domain's rung on the ladder names,
+        when some worker takes it."""
         lane = request.meta.get(meta.LANE)
         if lane:
             return str(lane)
         rung = pinned_rung(request, spider)
+        if rung is None and request.meta.get("browser") is not False:
+            rung = domain_rung
         if rung is None or rung == PLAIN or not (rung in self.live or self.explicit):
             return ""  # (a rung nobody takes as a lane: this worker downloads it on the highest rung it has)
         return lane_of(rung)

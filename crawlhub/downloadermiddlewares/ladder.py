@@ -40,7 +40,7 @@ from crawlhub.components import FrontierMiddleware
 from crawlhub.connection import REDIS_ERRORS
 from crawlhub.frontier.scripts import Script
 from crawlhub.intent import leased
-from crawlhub.ladder import BLOCKS, LADDER, SCRIPT, read_ladder
+from crawlhub.ladder import BLOCKS, LADDER, SCRIPT, LadderCopy
 from crawlhub.proxies import ban_markers, block_reason
 from crawlhub.roles import PLAIN, RUNGS, Roles, lane_of, rung_pin
 
@@ -122,27 +122,9 @@ class LadderMiddleware(_Rungs):
         super().__init__(crawler)
         s = crawler.settings
         self.roles = _roles_of(crawler)
-        self.refresh = s.getfloat("LADDER_REFRESH")
-        self.ladder: dict[str, dict[str, Any]] = {}  # this worker's copy: read every LADDER_REFRESH, and ladder_moved
-        self.loaded = float("-inf")
+        self.copy = LadderCopy(s.getfloat("LADDER_REFRESH"))  # read every LADDER_REFRESH, and on ladder_moved
         self.calls = LadderCalls(self)
-        crawler.signals.connect(self._moved, signal=signals.ladder_moved)
-
-    def _moved(self, domain: str, state: dict[str, Any] | None) -> None:
-        if state is None:
-            self.ladder.pop(domain, None)
-        else:
-            self.ladder[domain] = state
-
-    def _state(self, domain: str) -> dict[str, Any] | None:
-        server = self.server
-        if server is not None and time.monotonic() - self.loaded >= self.refresh:
-            try:
-                self.ladder = read_ladder(server)
-                self.loaded = time.monotonic()
-            except REDIS_ERRORS as exc:
-                logger.warning("Redis unavailable (%s): using the domains' rungs known so far", exc)
-        return self.ladder.get(domain)
+        crawler.signals.connect(self.copy.moved, signal=signals.ladder_moved)
 
     def process_request(self, request: Request) -> Request | None:
         for key in (meta.DOWNLOAD_RUNG, meta.PROBE):  # a retry chooses again
@@ -153,7 +135,7 @@ class LadderMiddleware(_Rungs):
             rung, why = pin, "pinned"
         else:
             domain = domain_of(request.url)
-            state = self._state(domain)
+            state = self.copy.state(self.server, domain)
             rung = str(state["rung"]) if state and state.get("rung") in RUNGS else PLAIN
             why = f"{domain} is on it"
             climbed = request.meta.get(meta.CLIMBED)
@@ -162,7 +144,7 @@ class LadderMiddleware(_Rungs):
             elif state and rung != PLAIN and rung in roles.can and float(state.get("probe_at", 0)) <= time.time():
                 claimed = self.calls("probe", domain, rung)
                 if claimed is not None:  # (the state as Redis has it now: the next probe's time among it)
-                    self._moved(domain, claimed[0])
+                    self.copy.moved(domain, claimed[0])
                 if claimed is not None and claimed[1]:  # this request probes the rung below (one in the cluster)
                     request.meta[meta.PROBE] = rung
                     rung = _below(roles.can, rung)

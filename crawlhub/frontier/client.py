@@ -14,6 +14,7 @@ through :mod:`crawlhub.frontier.view`, which it implements. How leases end: craw
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -39,6 +40,7 @@ from crawlhub.frontier.policy import RetryPolicy
 from crawlhub.frontier.politeness import Politeness, read_limits
 from crawlhub.frontier.records import EnqueueOp, Tick
 from crawlhub.frontier.serializer import RequestSerializer
+from crawlhub.frontier.upkeep import dead_after, live_workers
 from crawlhub.roles import Roles, queue_of
 
 if TYPE_CHECKING:
@@ -85,6 +87,9 @@ class FrontierClient:
         self.epoch = EpochWatch(self.server, self.keys, spider.name, self.worker)
         self.counters = ClusterCounters(self.server, self.keys.stats)
         self.politeness = Politeness.from_settings(self.server, settings, self.keys)
+        # the live workers' rungs before the first lease: a lane of a rung another worker takes is not this one's
+        with contextlib.suppress(*REDIS_ERRORS):
+            live_workers(self.server, self.keys.workers, dead_after(settings), self.worker, self.roles)
         self.ops = Partitions.from_settings(self.server, settings, self.keys, self.politeness, self.roles.lanes)
         self.limits_read_at = float("-inf")
         local = settings.getint("FRONTIER_LOCAL_FILTER_SIZE", 100_000)

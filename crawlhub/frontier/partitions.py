@@ -187,6 +187,11 @@ class Partitions:
         self._hint = Script(server, source("hint"))
         self._probe = Script(server, source("probe"))
 
+    def set_lanes(self, lanes: Sequence[str]) -> None:
+        """The lanes this worker leases from from now on (crawlhub.roles: they change as workers come and go)."""
+        for ops in self.ops:
+            ops.lanes = list(lanes)
+
     @classmethod
     def from_settings(cls, server: redis.Redis, settings: BaseSettings, keys: Keys, politeness: Politeness,
                       lanes: Sequence[str] = ("",)) -> Partitions:

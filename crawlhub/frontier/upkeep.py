@@ -49,8 +49,7 @@ class Upkeep:
         self.poll_interval = settings.getfloat("FRONTIER_POLL_INTERVAL")
         self.maintenance_interval = settings.getfloat("LEASE_MAINTENANCE_INTERVAL")
         self.reclaim_interval = settings.getfloat("LEASE_RECLAIM_INTERVAL")
-        heartbeat = settings.getfloat("WORKER_HEARTBEAT_INTERVAL") or 5.0
-        self.dead_after = settings.getfloat("WORKER_DEAD_AFTER") or 3 * heartbeat
+        self.dead_after = dead_after(settings)
         self.timers: list[task.LoopingCall] = []
         self.starved = False  # the engine found nothing: wake it when work appears
         # while starved and nothing is pending anywhere, the poller asks at growing gaps (doubling from
@@ -184,6 +183,7 @@ class Upkeep:
                 self._last_count = now
                 frontier.live_workers, frontier.leases_elsewhere = live_workers(
                     frontier.server, frontier.keys.workers, self.dead_after, frontier.worker, frontier.roles)
+                frontier.ops.set_lanes(frontier.roles.lanes)
             if now - self._last_reclaim >= self.reclaim_interval:
                 self._last_reclaim = now
                 reclaim(frontier, self.reclaim_interval)
@@ -201,6 +201,11 @@ def redis_uptime(server: redis.Redis) -> int:
         return int(info["uptime_in_seconds"])
     ups = [int(v.get("uptime_in_seconds", 0)) for v in info.values() if isinstance(v, dict)]
     return min(ups) if ups else 0
+
+
+def dead_after(settings: Any) -> float:
+    """Seconds without a heartbeat after which a worker counts as dead (WORKER_DEAD_AFTER, else 3 heartbeats)."""
+    return settings.getfloat("WORKER_DEAD_AFTER") or 3 * (settings.getfloat("WORKER_HEARTBEAT_INTERVAL") or 5.0)
 
 
 def live_workers(server: redis.Redis, key: str, dead_after: float, me: str = "",

@@ -92,3 +92,33 @@ def test_a_plain_worker_never_starts_chromium_and_its_pages_never_wait_for_the_b
     assert f"'roles/moved/browser': {len(JS)}" in plain_log
     assert f"'browser/pages/{host}': {len(JS)}" in browser_log and "browser/plain_pages" not in browser_log, \
         "the browser worker took nothing but the browser's pages"
+
+
+def test_a_domain_that_climbs_past_a_workers_rungs_goes_on_with_the_workers_that_have_them(
+        env, site, redis_client, mongo_db, tmp_path):
+    """A JavaScript challenge on every page: the domain climbs plain -> impersonate on a worker without the browser,
+    whose block on its top rung sends the page to the browser's lane; a browser worker renders it, and the links it
+    finds go straight to the browser's lane (the domain's rung, read by the lane spider middleware), not through
+    the other worker. That worker never starts Chromium; every product is stored once."""
+    from crawlhub.ladder import read_ladder
+    from tests.sites.shop import CHALLENGE, challenged, shop_pages
+
+    shop = site(challenged(shop_pages(80, 8)), tls=True)
+    env = {**env, "PROXY_BAN_MARKERS": json.dumps([CHALLENGE.lower()]), "LADDER_CLIMB_AFTER": "1",
+           "HEADER_PROFILES_FAMILIES": "chrome"}
+    climber = start_worker("scrapeme", env, tmp_path, "climber", WORKER_CAPABILITIES="plain,impersonate")
+    browser = start_worker("scrapeme", env, tmp_path, "browser", WORKER_CAPABILITIES="browser")
+    redis_client.lpush("scrapeme:start_urls", f"{shop.url}/shop/")
+    wait_all([climber, browser], 240)
+
+    assert mongo_db.products.count_documents({}) == len(mongo_db.products.distinct("url")) == 80
+    assert read_ladder(redis_client)[domain_of(shop.url)]["rung"] == "browser"
+    climbed, rendered_by = climber.log(), browser.log()
+    assert "Browser: " not in climbed and "Browser: " in rendered_by
+    assert "fetching it again on browser (by a worker that has it)" in climbed
+    moved = int(re.search(r"'roles/moved/browser': (\d+)", climbed).group(1)) if "roles/moved" in climbed else 0
+    assert moved == 0, f"the browser worker's links went to the lane themselves ({moved} moved by the other worker)"
+    assert f"'browser/pages/{domain_of(shop.url)}': 10" in rendered_by, "each list page rendered once"
+    pages = Counter(h.path for h in shop.hits if h.path.startswith("/shop"))
+    assert max(pages.values()) <= 3, "no page fetched more than once per rung"
+    assert redis_client.llen("scrapeme:dlq") == 0

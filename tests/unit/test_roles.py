@@ -42,11 +42,15 @@ def test_a_role_the_worker_cannot_run_or_that_is_no_rung_is_refused_with_why():
 
 def test_a_request_goes_in_a_lane_only_when_some_worker_takes_it():
     alone = Roles(["plain", "impersonate"], ["plain", "impersonate"])
+    assert alone.lanes == ["", "impersonate", "browser"], "no live worker takes the browser's lane: this one drains it"
     browser_page = Request("https://a.test/", meta={"browser": True})
     assert alone.lane_for(browser_page) == "", "no worker has the browser: downloaded on the highest rung it has"
     assert not alone.reachable("browser") and alone.rungs() == ("plain", "impersonate")
     alone.saw([{"worker": "b", "capabilities": ["browser"]}])
     assert alone.lane_for(browser_page) == "browser" and alone.rungs() == ("plain", "impersonate", "browser")
+    assert alone.lanes == ["", "impersonate"], "a browser worker is live: its lane is its own"
+    assert alone.lane_for(Request("https://a.test/"), domain_rung="browser") == "browser", "the domain's rung"
+    assert alone.lane_for(Request("https://a.test/", meta={"browser": False}), domain_rung="browser") == ""
     assert alone.lane_for(Request("https://a.test/", meta={meta.RUNG: "impersonate"})) == "impersonate"
     assert alone.lane_for(Request("https://a.test/")) == "" and alone.lane_for(
         Request("https://a.test/", meta={meta.RUNG: "plain"})) == ""
