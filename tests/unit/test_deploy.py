@@ -27,7 +27,7 @@ SETTINGS = {n for n in dir(project_settings) if n.isupper()}
 # variables of the deployment itself, not crawlhub settings (docs/deploy.md lists them)
 DEPLOY_VARS = {"CRAWLHUB_SPIDER", "REDIS_PASSWORD", "MONGO_USER", "MONGO_PASSWORD", "WORKER_IMAGE", "WITH_CHROMIUM",
                "GRAFANA_PASSWORD", "MONGO_INITDB_ROOT_USERNAME", "MONGO_INITDB_ROOT_PASSWORD", "GF_SECURITY_ADMIN_PASSWORD",
-               "PYTHONUNBUFFERED", "HOME"}
+               "PYTHONUNBUFFERED", "HOME", "BROWSER_WORKER_IMAGE", "BROWSER_WORKERS", "BROWSER_CONCURRENT_REQUESTS"}
 
 
 def yaml_docs(path: Path) -> list:
