@@ -100,9 +100,9 @@ class LadderCopy:
         else:
             self.ladder[domain] = state
 
-    def state(self, server: redis.Redis | None, domain: str) -> dict[str, Any] | None:
-        """The domain's state (None: plain), read again from ``server`` when the copy is older than ``refresh``;
-        Redis down, the copy as it is (with a warning)."""
+    def current(self, server: redis.Redis | None) -> dict[str, dict[str, Any]]:
+        """The copy, read again from ``server`` when it is older than ``refresh``; Redis down, the copy as it is
+        (with a warning)."""
         if server is not None and time.monotonic() - self.loaded >= self.refresh:
             from crawlhub.connection import REDIS_ERRORS
 
@@ -111,7 +111,11 @@ class LadderCopy:
                 self.loaded = time.monotonic()
             except REDIS_ERRORS as exc:
                 logger.warning("Redis unavailable (%s): using the domains' rungs known so far", exc)
-        return self.ladder.get(domain)
+        return self.ladder
+
+    def state(self, server: redis.Redis | None, domain: str) -> dict[str, Any] | None:
+        """The domain's state (None: plain), from :meth:`current`."""
+        return self.current(server).get(domain)
 
 
 def ladder_rows(ladder: dict[str, dict[str, Any]], now: float) -> list[list[str]]:

@@ -31,10 +31,15 @@ class LaneSpiderMiddleware(FrontierMiddleware):
         crawler.signals.connect(self.copy.moved, signal=signals.ladder_moved)
 
     def _lane(self, element: Any) -> Any:
-        frontier = self.frontier
-        if not isinstance(element, Request) or frontier is None or element.meta.get(meta.LANE):
+        if not isinstance(element, Request):
             return element
-        state = self.copy.state(frontier.server, domain_of(element.url))
+        frontier = self.frontier
+        if frontier is None or element.meta.get(meta.LANE):
+            return element
+        copy = self.copy
+        if not copy.current(frontier.server):  # no domain off the plain rung: nothing to look up (the usual case)
+            return element
+        state = copy.ladder.get(domain_of(element.url))
         if state is None:
             return element
         try:
