@@ -206,17 +206,18 @@ def live_records(records: Iterable[dict[str, Any]], dead_after: float, now: floa
 
 
 def lane_backlog(queued: dict[str, int], live: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per lane above plain with work queued (``queued``: requests per queue, ``<spider>:queued``): its requests,
-    domains, and the live workers that take it (``live``: their heartbeat records). A lane no live worker takes
-    waits for one (`crawlhub status` says so; a role deployment scales on it)."""
+    """Per lane above plain with work queued (``queued``: requests per queue, ``<spider>:queued``), and the plain
+    lane when no live worker takes it: its requests, domains, and the live workers that take it (``live``: their
+    heartbeat records). A lane no live worker takes waits for one (`crawlhub status` says so; a role deployment
+    scales on it)."""
     records = list(live)
     rows = []
-    for lane in LANES[1:]:
+    for lane in LANES:
         waiting = {q: n for q, n in queued.items() if split_queue(q)[1] == lane and n > 0}
-        if not waiting:
-            continue
-        takers = [r.get("worker", "?") for r in records if lane in (r.get("capabilities") or [PLAIN])]
-        rows.append({"lane": lane, "queued": sum(waiting.values()), "domains": len(waiting), "workers": takers})
+        rung = lane or PLAIN
+        takers = [r.get("worker", "?") for r in records if rung in (r.get("capabilities") or [PLAIN])]
+        if waiting and (lane or not takers):  # (the plain lane only when nobody takes it: workers all of one role)
+            rows.append({"lane": rung, "queued": sum(waiting.values()), "domains": len(waiting), "workers": takers})
     return rows
 
 

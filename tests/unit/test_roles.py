@@ -81,4 +81,6 @@ def test_status_shows_lane_work_that_no_live_worker_takes():
     assert format_lanes(rows) == ["lane browser: 5 requests queued for 2 domain(s), NO live worker takes it: start one "
                                   "with WORKER_CAPABILITIES=browser"]
     taken = lane_backlog(queued, [{"worker": "w2", "capabilities": ["browser"]}])
-    assert taken[0]["workers"] == ["w2"] and "taken by 1 live worker(s)" in format_lanes(taken)[0]
+    assert taken[1]["workers"] == ["w2"] and "taken by 1 live worker(s)" in format_lanes(taken)[1]
+    assert taken[0] == {"lane": "plain", "queued": 5, "domains": 1, "workers": []}, "browser workers alone: say so"
+    assert "WORKER_CAPABILITIES=plain" in format_lanes(taken)[0]
