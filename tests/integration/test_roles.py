@@ -122,3 +122,33 @@ def test_a_domain_that_climbs_past_a_workers_rungs_goes_on_with_the_workers_that
     pages = Counter(h.path for h in shop.hits if h.path.startswith("/shop"))
     assert max(pages.values()) <= 3, "no page fetched more than once per rung"
     assert redis_client.llen("scrapeme:dlq") == 0
+
+
+def test_a_browser_worker_killed_mid_render_loses_nothing_and_its_pages_stay_in_the_browser_lane(
+        env, site, redis_client, mongo_db, tmp_path):
+    """kill -9 of the browser worker while it holds browser pages: their leases expire and go back to the browser's
+    lane (a lease names its lane), not to the plain worker; a second browser worker renders them; every quote is
+    stored once and nothing is in the dead-letter list."""
+    shop = roles_site(site)
+    env = dict(env, SPIDER_MODULES="spiders,tests.sites.spiders")
+    settings = {"DOMAIN_CONCURRENCY": 2, "BROWSER_MARK_MIN_FALLBACKS": 1000, "MAX_IDLE_TIME_BEFORE_CLOSE": 3,
+                "LEASE_TTL": 3, "LEASE_RECLAIM_INTERVAL": 1}
+    plain = start_worker("t_roles", env, tmp_path, "plain", WORKER_CAPABILITIES="plain", **settings)
+    first = start_worker("t_roles", env, tmp_path, "browser-1", WORKER_CAPABILITIES="browser", **settings)
+    redis_client.lpush("t_roles:start_urls", f"{shop.url}/")
+
+    def rendering():
+        assert first.proc.poll() is None, first.log()[-3000:]
+        return rendered(shop) and any(b"#browser" in k for k in redis_client.hkeys("t_roles:leases"))
+
+    assert wait_for(rendering, 120), "the browser worker renders and holds a browser page"
+    first.kill()
+    second = start_worker("t_roles", env, tmp_path, "browser-2", WORKER_CAPABILITIES="browser", **settings)
+    wait_all([plain, second], 240)
+
+    assert mongo_db.quotes.count_documents({}) == PAGES * PER_PAGE, "every quote stored once"
+    assert redis_client.llen("t_roles:dlq") == 0 and not redis_client.hgetall("t_roles:queued")
+    assert int(redis_client.hget("t_roles:stats", "reclaimed") or 0) >= 1, "the dead worker's leases were reclaimed"
+    assert set(rendered(shop)) == {f"/page/{n}/" for n in JS}
+    assert f"'roles/moved/browser': {len(JS)}" in plain.log(), "each browser page handed over once: reclaimed to its lane"
+    assert "Browser: " not in plain.log()
