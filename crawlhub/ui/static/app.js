@@ -71,13 +71,16 @@ function render(d) {
     num(r["5xx"]), num(r.error), r.success_rate === null ? "-" : `${(r.success_rate * 100).toFixed(1)}%`, ms(r.p50_ms),
     ms(r.p95_ms)]));
   fill("workers", d.workers.map((w) => [w.worker, w.host || "", w.state, num(w.pages), num(w.items),
-    `${Math.max(0, Math.round(d.time - w.last_beat))}s ago`]),
+    `${Math.max(0, Math.round(d.time - w.last_beat))}s ago`, (w.capabilities || []).join(", ")]),
     // red only for a worker that died (silent while running); one that finished, or stopped, is grey
     d.workers.map((w) => (w.alive ? "" : w.state === "dead" ? "dead" : "finished")));
   fill("items", Object.entries(items.stored || {}).concat([["quarantine", items.quarantined || 0]])
     .map(([name, n]) => [name, num(n)]));
   fill("proxies", (d.proxies || []).map((p) => [p.id, p.pool || "", p.state, num(p.ok), num(p.failures), p.last_error || ""]));
   fill("ladder", d.ladder_rows || []);
+  // red: a lane with work that no live worker takes (crawlhub.roles)
+  fill("lanes", (d.lanes || []).map((l) => [l.lane, num(l.queued), num(l.domains), l.workers.length ? l.workers.join(", ") : "none"]),
+    (d.lanes || []).map((l) => (l.workers.length ? "" : "dead")));
   fill("log", (d.log || []).map((e) => [new Date(e.time * 1000).toLocaleTimeString(), e.status === null ? `ERR ${e.error}` : e.status,
     Math.round(e.ms), num(e.bytes), e.worker, e.url + (e.proxy ? ` via ${e.proxy}` : "") + (e.browser ? " [browser]" : "")]));
   renderQuality(d.quality);
