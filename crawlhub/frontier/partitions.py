@@ -58,6 +58,7 @@ from crawlhub.frontier.keys import Keys
 from crawlhub.frontier.operations import FrontierOps, expired_leases, partition_counts, queued_per_domain
 from crawlhub.frontier.records import DeadLetter, EnqueueOp, ExpiredLease, Finish, Tick, lease_domain, text
 from crawlhub.frontier.scripts import Script, source
+from crawlhub.roles import split_queue
 from crawlhub.seeds import WrongSeedKey, count_seeds
 
 if TYPE_CHECKING:
@@ -184,6 +185,10 @@ class Partitions:
                     for p in range(keys.partitions)]
         self.limits: dict[str, Any] = {}  # run-time limits (tagged: read by the client, sent in each tick)
         self.duplicates = DuplicateShare()  # whether a round reads the filter first (unknown)
+        # partitions whose ready work a round of this worker found to be all in lanes it does not take (crawlhub.roles:
+        # the hint counts every lane) -> until when they are asked after the others; a worker-local guess that
+        # expires after FRONTIER_PARTITION_RECHECK (work of its own lanes queued there meanwhile waits that long)
+        self.not_mine: dict[int, float] = {}
         self._hint = Script(server, source("hint"))
         self._probe = Script(server, source("probe"))
 
@@ -269,8 +274,12 @@ class Partitions:
                 raise reply
             return RoundResult(Tick.from_reply(reply))
         rounds: dict[int, _Round] = {}
+        mine = self.ops[0].lanes
         for op in enqueues:
-            rounds.setdefault(self.keys.partition_of(op.domain), _Round()).enq.append(op)
+            p = self.keys.partition_of(op.domain)
+            rounds.setdefault(p, _Round()).enq.append(op)
+            if self.not_mine and split_queue(op.domain)[1] in mine:
+                self.not_mine.pop(p, None)  # this worker's own links went there: work for it
         for done in finishes:
             rounds.setdefault(self.keys.partition_of(done.domain), _Round()).fin.append(done)
         linked = set(rounds)  # partitions that get links this round
@@ -333,6 +342,8 @@ class Partitions:
             if got.wait is not None:
                 merged.wait = got.wait if merged.wait is None else min(merged.wait, got.wait)
                 merged.waiting = True  # seen in a partition it asked (else: it cannot tell)
+            if r.n and not got.taken and got.wait is None and got.any_wait is not None:
+                self.not_mine[p] = now + self.recheck  # work there, none of it in this worker's lanes
             if r.n:  # what the tick saw: ready then, or empty (asked again after a jittered recheck)
                 # (any lane's: a worker never hints "empty" over work of a lane it does not take)
                 seen = now + got.any_wait if got.any_wait is not None else self._empty_hint(now)
@@ -404,6 +415,9 @@ class Partitions:
         read = {int(text(m)): float(v) for m, v in [*ready_raw, *due_raw] if text(m).isdigit() and int(text(m)) < self.count}
         ready = [p for p in read if read[p] < EMPTY]
         random.shuffle(ready)  # workers spread over the ready partitions instead of crowding one
+        if self.not_mine:  # ready with other lanes' work only, as this worker last saw them: asked last
+            self.not_mine = {p: until for p, until in self.not_mine.items() if until > now}
+            ready.sort(key=lambda p: p in self.not_mine)
         if int(hinted) < self.count:
             # a new frontier, or a hint lost in a failover: partitions never hinted are asked too, after the others
             hinted_now: list[bytes] = self.server.zrange(k.ready, 0, -1)  # type: ignore[assignment]

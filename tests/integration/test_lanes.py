@@ -103,3 +103,26 @@ def test_a_partition_with_only_another_lanes_work_is_not_hinted_empty(redis_clie
         assert plain.tick(n=4, worker="p").tick.taken == []
     assert redis_client.zscore(plain.keys.ready, str(p)) < EMPTY, "the plain worker's rounds left the work hinted"
     assert urls(browser.tick(n=4, worker="b").tick.taken) == ["http://js.test/browser/0"]
+
+
+def test_a_worker_asks_last_the_partitions_whose_ready_work_is_all_in_lanes_it_does_not_take(redis_client):
+    """The hint is per partition (any lane's work): a plain worker that found only browser work in a partition asks
+    it after the others for FRONTIER_PARTITION_RECHECK, so that its rounds go to partitions with its own work."""
+    plain = partitioned(redis_client, partitions=8, lanes=[""])
+    plain.recheck = 30.0
+    by_part: dict[int, str] = {}
+    n = 0
+    while len(by_part) < 8:
+        by_part.setdefault(plain.keys.partition_of(f"js{n}.test"), f"js{n}.test")
+        n += 1
+    plain.tick([page(0, domain, "browser") for domain in by_part.values()])
+    assert plain.tick(n=4, worker="p").tick.taken == []
+    assert len(plain.not_mine) == 4, "the four partitions it asked held browser work only"
+    ready = plain._prepare(4, 0)[3]
+    assert len(ready) == 8 and set(ready[4:]) == set(plain.not_mine), "those are asked last"
+    plain.tick(n=4, worker="p")
+    assert len(plain.not_mine) == 8
+    plain.tick([page(0, by_part[ready[0]])])  # its own link into one of them: asked first again, leased at once
+    assert ready[0] not in plain.not_mine
+    taken = plain.tick(n=4, worker="p").tick.taken
+    assert [t.lease_id.split("@")[1] for t in taken] == [by_part[ready[0]]]
