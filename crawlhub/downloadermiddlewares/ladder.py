@@ -2,8 +2,10 @@
 whole cluster, and what a blocked answer does to it.
 
 The rungs, cheapest first: ``plain`` (Scrapy's own client), ``impersonate`` (curl_cffi with a real
-browser's TLS and HTTP/2 fingerprint: :mod:`crawlhub.impersonate`) and ``browser`` (Chromium: this
-worker must have the browser handler). A domain is on plain until its answers show blocking: a status
+browser's TLS and HTTP/2 fingerprint: :mod:`crawlhub.impersonate`) and ``browser`` (Chromium, on a worker
+with the browser handler). A page whose rung this worker does not have goes to that rung's lane for the
+workers that have it, when some worker takes it (:mod:`crawlhub.roles`; else the highest rung this worker
+has, with a warning). A domain is on plain until its answers show blocking: a status
 in LADDER_BLOCK_CODES or a ban marker. Each blocked page is fetched again a rung higher at once (the
 same page: its lease is replaced, as for the browser fallback), so no page is lost to a block; after
 LADDER_CLIMB_AFTER blocked answers on the domain's rung, across the cluster, the domain itself moves up
@@ -19,7 +21,7 @@ worker moved a domain.
 Two middlewares because a rung is chosen before the browser decision (370), the proxy (380) and the
 header profile (395), and a blocked answer is seen before the proxy's ban rules (900) and the retry
 middleware (550): a site that refuses how the client opens TLS refuses every proxy alike, so the rung
-climbs first, and only an answer blocked on the top rung this worker has goes on to blame its proxy (or
+climbs first, and only an answer blocked on the top rung of the crawl goes on to blame its proxy (or
 to the dead-letter list).
 """
 
@@ -97,8 +99,8 @@ def sent_once(request: Request) -> bool:
 
 
 def climbs(ladder: LadderBlockMiddleware, request: Request, response: Response) -> bool:
-    """Whether ``ladder`` fetches this answer's page again a rung higher (a block below the top rung this worker
-    has, on a rung the ladder chose: not pinned, not a login's form)."""
+    """Whether ``ladder`` fetches this answer's page again a rung higher (a block below the top rung of the crawl,
+    here or in its lane; on a rung the ladder chose: not pinned, not a login's form)."""
     rung = request.meta.get(meta.DOWNLOAD_RUNG)
     if rung is None or pinned(ladder.crawler, request) is not None or _above(ladder.roles_now.rungs(), rung) is None:
         return False
