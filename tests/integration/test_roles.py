@@ -47,13 +47,27 @@ def status(env) -> dict:
     return json.loads(out.stdout)
 
 
+def lane_queued(redis_client, queue: str) -> int:
+    """Requests queued in ``queue`` over every partition (the layout the crawl recorded)."""
+    from scrapy.settings import Settings
+
+    from crawlhub.frontier.operations import queued_per_domain
+    from crawlhub.frontier.partitions import frontier_keys
+    from tests.helpers import project_settings
+
+    keys = frontier_keys(redis_client, Settings(project_settings()), "t_roles")
+    return queued_per_domain(redis_client, keys).get(queue, 0)
+
+
+@pytest.mark.parametrize("partitions", [1, 8])
 def test_a_plain_worker_never_starts_chromium_and_its_pages_never_wait_for_the_browser_workers(
-        env, site, redis_client, mongo_db, tmp_path):
+        env, site, redis_client, mongo_db, tmp_path, partitions):
     shop = roles_site(site)
     host = domain_of(shop.url)
     env = dict(env, SPIDER_MODULES="spiders,tests.sites.spiders")
     # one slot of the domain each (shared by the domain's lanes); a mixed site is never marked "browser only"
-    settings = {"DOMAIN_CONCURRENCY": 2, "BROWSER_MARK_MIN_FALLBACKS": 1000, "MAX_IDLE_TIME_BEFORE_CLOSE": 3}
+    settings = {"DOMAIN_CONCURRENCY": 2, "BROWSER_MARK_MIN_FALLBACKS": 1000, "MAX_IDLE_TIME_BEFORE_CLOSE": 3,
+                "FRONTIER_PARTITIONS": partitions}
     plain = start_worker("t_roles", env, tmp_path, "plain", WORKER_CAPABILITIES="plain", **settings)
     redis_client.lpush("t_roles:start_urls", f"{shop.url}/")
 
@@ -63,7 +77,7 @@ def test_a_plain_worker_never_starts_chromium_and_its_pages_never_wait_for_the_b
     def plain_done_and_lane_full():
         assert plain.proc.poll() is None, plain.log()[-3000:]
         fetched = {h.path for h in shop.hits}
-        return plain_paths <= fetched and redis_client.hget("t_roles:queued", f"{host}#browser") == str(len(JS)).encode()
+        return plain_paths <= fetched and lane_queued(redis_client, f"{host}#browser") == len(JS)
 
     assert wait_for(plain_done_and_lane_full, 90), (sorted({h.path for h in shop.hits}), plain.log()[-3000:])
     assert plain.proc.poll() is None, "the plain worker waits for the crawl (browser pages may bring plain links)"
@@ -85,7 +99,8 @@ def test_a_plain_worker_never_starts_chromium_and_its_pages_never_wait_for_the_b
     assert hits == {**dict.fromkeys(plain_paths, 1), **{f"/page/{n}/": 2 for n in JS},
                     **{f"/go/{n}": 1 for n in REDIRECTED}}, "plain pages once; a browser page plain once, then rendered"
     assert mongo_db.quotes.count_documents({}) == PAGES * PER_PAGE, "every quote stored once"
-    assert redis_client.llen("t_roles:dlq") == 0 and not redis_client.hgetall("t_roles:queued")
+    done = status(env)
+    assert (done["dlq"], done["queued"], done["lanes"], done["partitions"]) == (0, 0, [], partitions)
     plain_log, browser_log = plain.log(), browser.log()
     assert "Browser: " not in plain_log and "playwright" not in plain_log.lower(), "the plain worker never started Chromium"
     assert "Browser: " in browser_log
