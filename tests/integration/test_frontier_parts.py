@@ -16,7 +16,7 @@ def test_the_lua_scripts_take_every_key_name_from_the_registry(redis_client):
     for name in [*scripts.names(), "_helpers", "_policy"]:
         text = scripts.source(name)
         assert not re.search(r"'crawlhub:|\"crawlhub:", text), f"{name}.lua spells a key name"
-    assert "ctx.domain .. host_of(d)" in scripts.source("_helpers")  # (a lane's queue: its domain's state)
+    assert "ctx.domain .. d" in scripts.source("_helpers")
     classic = FrontierOps(redis_client, key_names.spider_keys("sp"))
     assert classic.ctx["domain"] == key_names.DOMAIN and classic.ctx["known"] == key_names.DOMAINS
     # a frontier laid out before #30 (recorded ":tagged") keeps its tags

@@ -36,15 +36,16 @@ end
 local function new_batch() return {lists = {}, order = {}, counts = {}, sets = {}, released = {}} end
 -- free the concurrency slot of a lease; its domain may be asked again at once
 local function release(ctx, id)
-  local d = domain_of(id)
-  if not d then return 0 end
+  local q = domain_of(id)
+  if not q then return 0 end
+  local d = host_of(q)  -- (a lane's lease holds a slot of its domain)
   local b = ctx.batch
   if b then
     b.released[d] = b.released[d] or {}
     table.insert(b.released[d], ctx.spider .. '/' .. id)
     return 1
   end
-  if redis.call('ZREM', ctx.domain .. host_of(d) .. ':active', ctx.spider .. '/' .. id) == 1 then
+  if redis.call('ZREM', ctx.domain .. d .. ':active', ctx.spider .. '/' .. id) == 1 then
     wake(ctx, d)
     return 1
   end
@@ -101,7 +102,7 @@ local function flush_batch(ctx)
   for d, members in pairs(b.released) do
     local removed = 0
     for i = 1, #members, 1000 do
-      removed = removed + redis.call('ZREM', ctx.domain .. host_of(d) .. ':active', unpack(members, i, math.min(i + 999, #members)))
+      removed = removed + redis.call('ZREM', ctx.domain .. d .. ':active', unpack(members, i, math.min(i + 999, #members)))
     end
     if removed > 0 then wake(ctx, d) end
   end

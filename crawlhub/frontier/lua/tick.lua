@@ -64,12 +64,13 @@ for i = 1, #ids, 500 do
   for _, id in ipairs(chunk) do
     local d = domain_of(id)
     if d then
+      d = host_of(d)  -- (a lane's lease holds a slot of its domain)
       by_domain[d] = by_domain[d] or {}
       table.insert(by_domain[d], ctx.spider .. '/' .. id)
     end
   end
   for d, members in pairs(by_domain) do
-    if redis.call('ZREM', ctx.domain .. host_of(d) .. ':active', unpack(members)) > 0 then wake(ctx, d) end
+    if redis.call('ZREM', ctx.domain .. d .. ':active', unpack(members)) > 0 then wake(ctx, d) end
   end
 end
 local out = {'ok', '', added, acked, '', ''}
