@@ -93,8 +93,8 @@ def apply_spider(settings: BaseSettings, spidercls: type[Spider]) -> None:
                     settings["DOWNLOAD_HANDLERS"].set(scheme, handler, "spider")
             else:
                 settings.set(name, value, "spider")
-    if settings.getbool("IMPERSONATE_ENABLED") and (not roles or IMPERSONATE in roles or BROWSER in roles):
-        # the impersonate rung in front of Scrapy's own handler (a browser worker's handler has it inside)
+    if settings.getbool("IMPERSONATE_ENABLED") and (not roles or IMPERSONATE in roles):
+        # the impersonate rung in front of Scrapy's own handler (the browser's handler has it inside)
         from crawlhub.impersonate import HANDLER as IMPERSONATE_HANDLER
         from crawlhub.impersonate import is_scrapy_handler
 

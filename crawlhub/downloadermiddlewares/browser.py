@@ -69,9 +69,11 @@ class BrowserMiddleware(FrontierMiddleware):
         return frontier.roles
 
     def process_request(self, request: Request) -> Request | Response | None:
-        if request.meta.get("playwright") or not (self.enabled or self.elsewhere()) or not self.wants_browser(request):
+        if request.meta.get("playwright"):
             return None
         roles = self.elsewhere()
+        if not (self.enabled or roles) or not self.wants_browser(request):
+            return None
         if roles is not None:  # to the browser lane (a request off the shared frontier goes as it is)
             if not leased(request):
                 return None

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, replace
 
 from scrapy.settings import BaseSettings
 
-from crawlhub.roles import LANES
+from crawlhub.roles import LANES, split_queue
 
 # -- per domain, shared by every spider (politeness belongs to the domain) -------------------------------
 DOMAIN = "crawlhub:domain:"  # + <domain>: hash (rate state); + <domain>:active: zset of downloads
@@ -119,7 +119,7 @@ def slot_of_tag(tag: str) -> int:
 def partition_of(domain: str, partitions: int) -> int:
     """The partition a domain belongs to: a stable hash (CRC-32 of its name), the same on every worker. A lane's
     queue (``<domain>#<lane>``: crawlhub.roles) is in its domain's partition, with the domain's politeness."""
-    domain = domain.partition("#")[0]
+    domain = split_queue(domain)[0]
     return zlib.crc32(domain.encode("utf-8", "surrogatepass")) % partitions if partitions > 1 else 0
 
 

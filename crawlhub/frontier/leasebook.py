@@ -19,6 +19,7 @@ from scrapy import Request
 from crawlhub import meta
 from crawlhub.frontier.records import Finish, lease_domain
 from crawlhub.frontier.serializer import DecodeError
+from crawlhub.roles import split_queue
 
 
 @dataclass
@@ -105,7 +106,7 @@ class LeaseBook:
     def held(self) -> dict[str, int]:
         """Domain slots this worker holds (leases still downloading), for its fair share of each domain."""
         # (per domain: a lane's lease holds one of its domain's slots, crawlhub.roles)
-        return dict(Counter(lease_domain(lease.id).partition("#")[0] for lease in self._leases.values()
+        return dict(Counter(split_queue(lease_domain(lease.id))[0] for lease in self._leases.values()
                             if lease.downloading))
 
     def download_finished(self, lease_id: str, done: Finish | None = None) -> None:

@@ -1,5 +1,5 @@
--- Shared helpers. A lease id is "<seq>@<domain>", so every script that ends a
--- lease knows its domain without a lookup. No script spells a key name: every
+-- Shared helpers. A lease id is "<seq>@<queue>" (its domain, or "<domain>#<lane>"), so every
+-- script that ends a lease knows its domain and lane without a lookup. No script spells a key name: every
 -- name comes in ctx (crawlhub.frontier.keys.PartKeys), all of one partition
 -- (one Redis Cluster slot when tagged). Per-domain politeness state:
 -- <ctx.domain><d> (a hash) and <ctx.domain><d>:active (a zset of the leases
@@ -13,20 +13,16 @@ local function domain_of(id) return string.match(id, '@(.+)$') end
 -- crawlhub.roles). A lane has a schedule of its own (<schedule>:<lane>), so that a worker never scans, nor waits
 -- behind, work it cannot take; its politeness (state, active set, limits) is its domain's, shared by every lane.
 local function host_of(q) return string.match(q, '^[^#]*') end
-local function schedule_of(ctx, q)
-  local lane = string.match(q, '#(.+)$')
-  if lane then return ctx.schedule .. ':' .. lane end
-  return ctx.schedule
+local function lane_schedule(ctx, lane)
+  if lane == '' then return ctx.schedule end
+  return ctx.schedule .. ':' .. lane
 end
+local function schedule_of(ctx, q) return lane_schedule(ctx, string.match(q, '#(.+)$') or '') end
 -- a slot of d's domain is free: each of its lanes may be asked at once (ctx.lanes: every lane of the crawl)
 local function wake(ctx, d)
   local host = host_of(d)
   for _, lane in ipairs(ctx.lanes or {''}) do
-    if lane == '' then
-      redis.call('ZADD', ctx.schedule, 'XX', 'LT', now_s, host)
-    else
-      redis.call('ZADD', ctx.schedule .. ':' .. lane, 'XX', 'LT', now_s, host .. '#' .. lane)
-    end
+    redis.call('ZADD', lane_schedule(ctx, lane), 'XX', 'LT', now_s, lane == '' and host or host .. '#' .. lane)
   end
 end
 -- A batch (ctx.batch, tick.lua): the pushes and slot releases of one call, gathered per list and per

@@ -103,7 +103,7 @@ if n > 0 then
   local scan = math.max(tonumber(a.scan) or 16, n)
   local lanes = a.lanes or {''}
   for _, lane in ipairs(lanes) do
-    local sched = lane == '' and ctx.schedule or ctx.schedule .. ':' .. lane
+    local sched = lane_schedule(ctx, lane)
     for i, d in ipairs(redis.call('ZRANGEBYSCORE', sched, '-inf', now_s, 'LIMIT', 0, scan)) do
       local h = redis.call('ZRANGE', ctx.prefix .. ':' .. d, 0, 0, 'WITHSCORES')
       if #h == 0 then redis.call('ZREM', sched, d) else table.insert(heads, {d, tonumber(h[2]), i, h[1], sched}) end
@@ -187,7 +187,7 @@ if n > 0 then
   for _, lane in ipairs(lanes) do mine[lane] = true end
   local wake_all = wake
   for _, lane in ipairs(ctx.lanes or lanes) do
-    local first = redis.call('ZRANGE', lane == '' and ctx.schedule or ctx.schedule .. ':' .. lane, 0, 0, 'WITHSCORES')
+    local first = redis.call('ZRANGE', lane_schedule(ctx, lane), 0, 0, 'WITHSCORES')
     if #first > 0 then
       local at = tonumber(first[2])
       if mine[lane] and (wake == nil or at < wake) then wake = at end
