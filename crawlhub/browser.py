@@ -13,7 +13,9 @@
   once; when most of a domain's pages need that (``BROWSER_MARK_RATIO``), the
   domain goes into ``crawlhub:browser_domains`` and every worker renders it
   directly. A page or navigation timeout is an ordinary retry through the
-  frontier, then the DLQ with the reason "browser timeout".
+  frontier, then the DLQ with the reason "browser timeout"; a Chromium that
+  does not start (BROWSER_LAUNCH_TIMEOUT, its own budget) the same with
+  "browser did not start".
 
 docs/browser.md explains when the browser is used and its settings.
 """
@@ -104,5 +106,25 @@ def is_browser_timeout(exception: BaseException) -> bool:
     except ImportError:  # pragma: no cover - playwright is in requirements.txt
         return False
     return isinstance(exception, PlaywrightTimeout)
+
+
+def browser_failure(exception: BaseException) -> str | None:
+    """Why the browser could not fetch a page, as the DLQ says it (None: not the browser's failure).
+
+    "browser did not start" when Chromium did not launch (BROWSER_LAUNCH_TIMEOUT, a missing or broken
+    executable: the worker's fault, not the page's); "browser timeout" when the page did not load in
+    BROWSER_TIMEOUT."""
+    try:
+        from playwright.async_api import Error as PlaywrightError
+    except ImportError:  # pragma: no cover - playwright is in requirements.txt
+        return None
+    if not isinstance(exception, PlaywrightError):
+        return None
+    first = (str(exception).splitlines() or [""])[0]
+    if first.startswith("BrowserType.launch"):
+        return f"browser did not start: {first}"[:500]
+    if is_browser_timeout(exception):
+        return f"browser timeout: {first}"[:500]
+    return None
 
 

@@ -29,7 +29,7 @@ class BrowserDownloadHandler(Impersonating, ScrapyPlaywrightDownloadHandler):  #
         options.setdefault("executable_path", chromium_path(settings))
         options.setdefault("headless", True)
         options["args"] = [*CHROMIUM_ARGS, *options.get("args", [])]
-        options.setdefault("timeout", settings.getfloat("BROWSER_TIMEOUT") * 1000)
+        options.setdefault("timeout", settings.getfloat("BROWSER_LAUNCH_TIMEOUT") * 1000)
         self.config.launch_options = options
         self.verify_tls = settings.getbool("TLS_VERIFY")
         self.impersonator = Impersonator(crawler)

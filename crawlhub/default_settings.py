@@ -328,6 +328,9 @@ BROWSER_MAX_CONTEXTS = 2
 BROWSER_MAX_PAGES_PER_CONTEXT = 4
 # Seconds for a page's navigation (then an ordinary retry, then the DLQ: "browser timeout").
 BROWSER_TIMEOUT = 30.0
+# Seconds for Chromium to start (its own budget: a slow start on a loaded machine is not the page's fault;
+# a start that fails is a retry, then the DLQ with the reason "browser did not start").
+BROWSER_LAUNCH_TIMEOUT = 60.0
 # Resource types the browser does not load (Playwright's resource_type names).
 BROWSER_ABORT_RESOURCES = ["image", "font", "media"]
 # browser_needs fallback: a domain whose plain pages lack the data this often

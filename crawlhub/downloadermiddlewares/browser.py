@@ -14,7 +14,7 @@ from scrapy.http import Request, Response, TextResponse
 
 from crawlhub import intent
 from crawlhub._utils.urls import domain_of
-from crawlhub.browser import COUNTS, HANDLER, MARKED, SAME_PAGE, is_browser_timeout
+from crawlhub.browser import COUNTS, HANDLER, MARKED, SAME_PAGE, browser_failure
 from crawlhub.components import FrontierMiddleware
 from crawlhub.connection import REDIS_ERRORS
 from crawlhub.frontier.records import text
@@ -129,10 +129,18 @@ class BrowserMiddleware(FrontierMiddleware):
             logger.warning("Redis unavailable (%s): browser fallback of %s not recorded", exc, domain)
 
     def process_exception(self, request: Request, exception: BaseException) -> Request | Response | None:
-        if not request.meta.get("playwright") or not is_browser_timeout(exception):
+        reason = browser_failure(exception) if request.meta.get("playwright") else None
+        if reason is None:
             return None
-        reason = f"browser timeout: {str(exception).splitlines()[0]}"[:500]
-        self.crawler.stats.inc_value("browser/timeouts")
+        if reason.startswith("browser did not start"):
+            # (once per worker at error level: a broken Chromium fails every page it is given)
+            told = self.crawler.stats.get_value("browser/launch_failures")
+            self.crawler.stats.inc_value("browser/launch_failures")
+            logger.log(logging.DEBUG if told else logging.ERROR,
+                       "Chromium did not start (%s): %s goes back to the frontier as a retry, then the DLQ "
+                       "(see BROWSER_LAUNCH_TIMEOUT, CHROMIUM_PATH)", reason, request.url)
+        else:
+            self.crawler.stats.inc_value("browser/timeouts")
         if leased(request):  # a retry through the shared frontier (or the DLQ)
             return intent.retry(request, reason)
         return None

@@ -96,11 +96,31 @@ def test_page_that_never_loads_times_out_retries_then_dead_letters(env, site, re
     redis_client.lpush("quotes_js:start_urls", f"{slow.url}/slow/")
     (worker,) = run_workers("quotes_js", env, tmp_path, 1, timeout=180,
                             BROWSER_TIMEOUT=2, RETRY_TIMES=1, RETRY_BACKOFF_BASE=0.2)
-    assert Counter(h.path for h in slow.hits)["/slow/"] == 2, "tried, then retried once"
+    assert Counter(h.path for h in slow.hits)["/slow/"] == 2, f"tried, then retried once; log:\n{worker.log()[-4000:]}"
     (letter,) = [__import__("json").loads(r) for r in redis_client.lrange("quotes_js:dlq", 0, -1)]
     assert letter["error"].startswith("browser timeout"), letter["error"]
     assert letter["attempts"] == 2
     assert redis_client.zcard("quotes_js:inflight") == 0
+
+
+@pytest.mark.parametrize("chromium", ["hangs", "exits"])
+def test_a_chromium_that_does_not_start_is_the_workers_failure_not_the_pages(env, site, redis_client, tmp_path, chromium):
+    """Chromium's start has its own budget (BROWSER_LAUNCH_TIMEOUT), not the page's (BROWSER_TIMEOUT: a slow start
+    on a loaded machine must not time a page out); a start that fails says so, and the page still ends in the DLQ."""
+    broken = tmp_path / "chromium"
+    broken.write_text("#!/bin/sh\nexec sleep 60\n" if chromium == "hangs" else "#!/bin/sh\necho broken >&2\nexit 1\n")
+    broken.chmod(0o755)
+    shop = site(quote_pages_js(1, 4), handler=render_handler)
+    redis_client.lpush("quotes_js:start_urls", f"{shop.url}/js/")
+    (worker,) = run_workers("quotes_js", env, tmp_path, 1, timeout=180, CHROMIUM_PATH=broken,
+                            BROWSER_LAUNCH_TIMEOUT=1, BROWSER_TIMEOUT=60, RETRY_TIMES=1, RETRY_BACKOFF_BASE=0.2)
+    assert "/js/" not in [h.path for h in shop.hits]
+    (letter,) = [json.loads(r) for r in redis_client.lrange("quotes_js:dlq", 0, -1)]
+    assert letter["error"].startswith("browser did not start: BrowserType.launch"), letter["error"]
+    assert letter["attempts"] == 2
+    log = worker.log()
+    assert log.count("ERROR: Chromium did not start") == 1, "said once per worker, at error level"
+    assert "'browser/launch_failures': 2" in log and "browser/timeouts" not in log
 
 
 def test_browser_spiders_obey_robots_txt_fetched_over_plain_http(env, site, redis_client, mongo_db, tmp_path):

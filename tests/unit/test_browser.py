@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import pytest
+from playwright.async_api import Error
+from playwright.async_api import TimeoutError as PlaywrightTimeout
 from scrapy.exceptions import NotConfigured
 from scrapy.settings import Settings
 
-from crawlhub.browser import HANDLER, chromium_path
+from crawlhub.browser import HANDLER, browser_failure, chromium_path
 from spiders.quotes import QuotesSpider
 from spiders.quotes_auto import QuotesAutoSpider
 from spiders.quotes_js import QuotesJsSpider
@@ -49,3 +51,15 @@ def test_chromium_path(monkeypatch, tmp_path):
     bundled.parent.mkdir(parents=True)
     bundled.write_text("")
     assert chromium_path(Settings({"CHROMIUM_PATH": ""})) == str(bundled)
+
+
+def test_a_browser_failure_names_whose_fault_it_is():
+    launch = PlaywrightTimeout("BrowserType.launch: Timeout 1000ms exceeded.\nCall log: ...")
+    assert browser_failure(launch) == "browser did not start: BrowserType.launch: Timeout 1000ms exceeded."
+    assert browser_failure(Error("BrowserType.launch: Target page, context or browser has been closed")).startswith(
+        "browser did not start: ")
+    assert browser_failure(PlaywrightTimeout("Page.goto: Timeout 2000ms exceeded.")) == (
+        "browser timeout: Page.goto: Timeout 2000ms exceeded.")
+    assert browser_failure(Error("Page.goto: net::ERR_CONNECTION_REFUSED")) is None, "Scrapy's retry handles it"
+    assert browser_failure(ValueError("BrowserType.launch")) is None
+    assert len(browser_failure(PlaywrightTimeout("Page.goto: " + "x" * 900))) == 500
