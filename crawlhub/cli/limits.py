@@ -62,9 +62,10 @@ def show(domains: tuple[str, ...], as_json: bool) -> None:
             extra.append(f"Crawl-delay {row['crawl_delay']:g}s")
         for origin, r in row["robots"].items():
             extra.append(f"robots {origin.split(':')[0]}: {r['state']}" + (f" ({r['error']})" if r["error"] else ""))
+        active = "" if row["active"] is None else f", {row['active']} active"  # (no cap: not counted)
         click.echo(
             f"{row['domain']:32} limit {format_rate(row['limit']['rate']):>9} x{row['limit']['concurrency'] or '∞'} "
-            f"({row['source']})  now {row['rate_now']:g}/s, {row['active']} active  " + "; ".join(extra)
+            f"({row['source']})  now {row['rate_now']:g}/s{active}  " + "; ".join(extra)
         )
 
 

@@ -254,6 +254,8 @@ def limit_rows(server: redis.Redis, settings: BaseSettings, domains: list[str] |
         limit.update(runtime or {})
         row = domain_state(server, domain, layouts=layouts)
         row.update(limit=limit, source="run time" if runtime else "settings" if configured else "default")
+        if not limit.get("concurrency"):
+            row["active"] = None  # no cap, no active set (tick.lua): its downloads are not counted
         row["robots"] = {o: r for o in (f"http://{domain}", f"https://{domain}") if (r := robots_state(server, o))}
         rows.append(row)
     return rows

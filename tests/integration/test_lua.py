@@ -9,6 +9,7 @@ import time
 import pytest
 
 from crawlhub.frontier import scripts
+from crawlhub.frontier.politeness import set_limit
 from crawlhub.proxies import cool_key, strikes_key, tier_key
 from tests.frontier_ops import BUDGET_EXHAUSTED
 from tests.harness import wait_for
@@ -24,6 +25,7 @@ def test_every_script_compiles_with_its_includes(redis_client, name):
 
 def test_renew_moves_live_deadlines_and_names_the_lost(redis_client):
     frontier = frontier_for(redis_client)
+    set_limit(redis_client, "a.test", concurrency=4)  # a capped domain: its active set holds the leases' slots
     frontier.tick([request(i) for i in range(2)])
     (first, _), (second, _) = frontier.lease("w", 1, 2)[0]
     before = redis_client.zscore("sp:inflight", first)
@@ -32,6 +34,11 @@ def test_renew_moves_live_deadlines_and_names_the_lost(redis_client):
     assert redis_client.zscore("sp:inflight", first) >= before + 58
     active = redis_client.zscore("crawlhub:domain:a.test:active", f"sp/{first}")
     assert active is not None and active >= before + 58, "the domain's slot is renewed with it"
+    # a domain without a cap has no slots: its lease's deadline moves, and no active entry appears
+    frontier.tick([request(1, domain="u.test")])
+    (free, _), = frontier.lease("w", 1, 1)[0]
+    assert frontier.renew([free], 60) == [] and redis_client.zscore("sp:inflight", free) >= before + 58
+    assert not redis_client.exists("crawlhub:domain:u.test:active")
 
 
 def test_expired_returns_leases_past_their_deadline_with_owner_time_and_payload(redis_client):

@@ -82,6 +82,22 @@ def test_concurrency_cap_and_release(make, redis_client):
     assert redis_client.zcard("crawlhub:domain:c.test:active") == 2
 
 
+def test_a_domain_without_a_cap_keeps_no_active_set_and_a_cap_set_later_counts_what_follows(make, redis_client):
+    frontier, pol = make()  # DOMAIN_CONCURRENCY=0: no cap
+    fill(frontier, "u.test", 10)
+    taken, _ = frontier.lease("w", 60, 3)
+    assert len(taken) == 3 and not redis_client.exists("crawlhub:domain:u.test:active"), "nothing to count"
+    assert domain_state(redis_client, "u.test")["active"] == 0
+    set_limit(redis_client, "u.test", concurrency=2)  # the cap counts the leases taken after it
+    again, _ = frontier.lease("w", 60, 10)
+    assert len(again) == 2 and redis_client.zcard("crawlhub:domain:u.test:active") == 2
+    assert frontier.lease("w", 60, 10)[0] == [], "at its new cap"
+    frontier.finish("u.test", taken[0][0], pol.outcome(200), 0)  # an uncounted download ends: no slot freed
+    assert frontier.lease("w", 60, 10)[0] == []
+    frontier.ack([again[0][0]])
+    assert len(frontier.lease("w", 60, 10)[0]) == 1, "a counted one's end frees its slot"
+
+
 def test_run_time_limit_wins_over_settings(make, redis_client):
     frontier, _ = make(DOMAIN_LIMITS={"r.test": {"rate": "none", "concurrency": 5}})
     fill(frontier, "r.test", 10)

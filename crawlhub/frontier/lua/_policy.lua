@@ -57,6 +57,7 @@ local function finish(ctx, d, lease_id, outcome, retry_after)
     redis.call('HSET', sk, 'factor', string.format('%.4f', f), 'until', ts(math.max(untl, old)))
     redis.call('HINCRBY', sk, 'slowdowns', 1)
     redis.call('EXPIRE', sk, 604800)
+    wake(ctx, d)  -- its next lease round reschedules it at its block (a capped domain's released slot would too)
   elseif outcome == 'ok' and f > 1 then
     f = f * (tonumber(ctx.recovery) or 0.8)
     if f < 1.05 then

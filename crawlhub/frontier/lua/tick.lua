@@ -156,13 +156,15 @@ if n > 0 then
             local id = (last - #items + i) .. '@' .. d
             table.insert(zin, deadline); table.insert(zin, id)
             table.insert(hset, id); table.insert(hset, holder .. item)
-            table.insert(zact, deadline); table.insert(zact, ctx.spider .. '/' .. id)
+            if p.conc > 0 then table.insert(zact, deadline); table.insert(zact, ctx.spider .. '/' .. id) end
             table.insert(out, id)
             table.insert(out, item)
           end
           redis.call('ZADD', ctx.inflight, unpack(zin))
           redis.call('HSET', ctx.leases, unpack(hset))
-          redis.call('ZADD', ak, unpack(zact))
+          -- the active set counts a capped domain's downloads; a domain without a cap (DOMAIN_CONCURRENCY=0)
+          -- has nothing to count: no member per page. (A cap set later counts the downloads leased after it.)
+          if #zact > 0 then redis.call('ZADD', ak, unpack(zact)) end
           granted = granted + #items
         end
         if p.new_window then redis.call('ZADD', ctx.known, now_s, host) end  -- `limits show`: to 10 s
