@@ -75,6 +75,11 @@ FRONTIER_LEASE_BATCH = 32
 FRONTIER_LEASE_MIN = 16
 # The longest those slots wait (seconds); never more than a tenth of the downloads' mean latency.
 FRONTIER_LEASE_LINGER = 0.05
+# While the downloader is the limit, a round also leases up to this many requests more, only from domains
+# with no pace and no cap (DOMAIN_RATE and DOMAIN_CONCURRENCY 0, no Crawl-delay, not slowed down): they
+# wait in the worker for free slots, and a round's fixed cost is shared by more pages. Never under a crawl
+# budget. -1 = CONCURRENT_REQUESTS; 0 = off.
+FRONTIER_LEASE_AHEAD = -1
 # Fingerprints a worker remembers having sent the shared duplicate filter (two generations of this
 # many): a link met again (menus, pagination) is dropped in the worker, not sent to Redis. 0 = off.
 FRONTIER_LOCAL_FILTER_SIZE = 100000

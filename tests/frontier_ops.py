@@ -17,10 +17,11 @@ BUDGET_EXHAUSTED = object()
 
 
 class Frontier(FrontierOps):
-    def tick(self, enqueues=(), finishes=(), acks=(), n=0, worker="", ttl=60.0, budget=0, workers=1, held=None) -> Tick:
+    def tick(self, enqueues=(), finishes=(), acks=(), n=0, worker="", ttl=60.0, budget=0, workers=1, held=None,
+             ahead=0) -> Tick:
         return super().tick([e if isinstance(e, EnqueueOp) else EnqueueOp(*e) for e in enqueues],
                             [f if isinstance(f, Finish) else Finish(*f) for f in finishes],
-                            acks, n, worker, ttl, budget, workers, held)
+                            acks, n, worker, ttl, budget, workers, held, ahead=ahead)
 
     def finish(self, domain, lease_id="", outcome="", retry_after=0.0) -> float:
         done = domain if isinstance(domain, Finish) else Finish(domain, lease_id, outcome, retry_after)

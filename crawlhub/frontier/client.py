@@ -142,8 +142,9 @@ class FrontierClient:
         except ValueError:  # a pin that is not a rung: the ladder says so when the request is downloaded
             return ""
 
-    def flush(self, n: int = 0) -> Tick | None:
-        """One round trip: send what is pending (enqueues, finished downloads, acks) and take up to n requests.
+    def flush(self, n: int = 0, ahead: int = 0) -> Tick | None:
+        """One round trip: send what is pending (enqueues, finished downloads, acks) and take up to n requests
+        (and up to ``ahead`` more from domains with no pace and no cap: FRONTIER_LEASE_AHEAD).
 
         What could not be sent (Redis down) stays pending for the next call.
         """
@@ -158,7 +159,8 @@ class FrontierClient:
                     0.5, self.settings.getfloat("FRONTIER_POLL_INTERVAL")):  # tagged: run-time limits (cluster-wide)
                 self.limits_read_at, self.ops.limits = time.monotonic(), read_limits(self.server)
             outcome = self.ops.tick(enq, fin, ack, n, self.worker, self.lease_ttl, self.budget, self.live_workers,
-                                    self.leases.held() if n and self.live_workers > 1 else None, safe_acks=safe)
+                                    self.leases.held() if n and self.live_workers > 1 else None, safe_acks=safe,
+                                    ahead=ahead)
         except REDIS_ERRORS as exc:
             logger.warning("Redis unavailable (%s): %d enqueues and %d acks held until it is back", exc, len(enq),
                            len(ack) + len(safe))
@@ -201,10 +203,10 @@ class FrontierClient:
         if self.recent is not None:
             self.recent.clear()
 
-    def lease(self, n: int) -> tuple[list[Request], Tick | None]:
-        """Take up to ``n`` requests (sending what is pending with them). The Tick says why none came
-        (budget, pause, wait); None when Redis did not answer."""
-        result = self.flush(n)
+    def lease(self, n: int, ahead: int = 0) -> tuple[list[Request], Tick | None]:
+        """Take up to ``n`` requests, and up to ``ahead`` more from domains with no pace and no cap (sending what
+        is pending with them). The Tick says why none came (budget, pause, wait); None when Redis did not answer."""
+        result = self.flush(n, ahead)
         if result is None:
             return [], None
         verdict = self.epoch.see(result.epoch)

@@ -110,19 +110,20 @@ class FrontierOps:
     # -- the one call a worker makes per round -------------------------------------------------
     def tick(self, enqueues: Iterable[EnqueueOp] = (), finishes: Iterable[Finish] = (), acks: Iterable[str] = (),
              n: int = 0, worker: str = "", ttl: float = 60.0, budget: int = 0, workers: int = 1,
-             held: Mapping[str, int] | None = None) -> Tick:
+             held: Mapping[str, int] | None = None, ahead: int = 0) -> Tick:
         """Enqueue, report finished downloads, ack, and take up to ``n`` requests, in one round trip.
 
         workers: live workers of the spider; held: leases this worker holds per domain (its fair
-        share of each domain's slots).
+        share of each domain's slots); ahead: up to this many more, from domains with no pace and no cap
+        (FRONTIER_LEASE_AHEAD).
         """
         return Tick.from_reply(self._tick(keys=self._anchor, args=self.tick_args(
-            enqueues, finishes, acks, n, worker, ttl, budget, workers, held)))
+            enqueues, finishes, acks, n, worker, ttl, budget, workers, held, ahead=ahead)))
 
     def tick_args(self, enqueues: Iterable[EnqueueOp] = (), finishes: Iterable[Finish] = (), acks: Iterable[str] = (),
                   n: int = 0, worker: str = "", ttl: float = 60.0, budget: int = 0, workers: int = 1,
                   held: Mapping[str, int] | None = None,
-                  limits: Mapping[str, Any] | None = None) -> list[bytes | str]:
+                  limits: Mapping[str, Any] | None = None, ahead: int = 0) -> list[bytes | str]:
         """The tick script's ARGV (``limits``: run-time limits the client read, tagged partitions)."""
         conf = self.politeness or {"rate": 0}
         if limits:
@@ -138,6 +139,8 @@ class FrontierOps:
             "factor_max": self.factor_max, "recovery": self.recovery}
         if self.lanes != [""]:
             args["lanes"] = self.lanes
+        if n and ahead > 0:
+            args["ahead"] = ahead
         if workers > 1:
             args["workers"], args["held"] = workers, dict(held or {})
         return [json.dumps(args, separators=(",", ":"), ensure_ascii=False), *flat]

@@ -241,7 +241,7 @@ class Partitions:
     # -- one round ------------------------------------------------------------------------------------
     def tick(self, enqueues: Iterable[EnqueueOp] = (), finishes: Iterable[Finish] = (), acks: Iterable[str] = (),
              n: int = 0, worker: str = "", ttl: float = 60.0, budget: int = 0, workers: int = 1,
-             held: Mapping[str, int] | None = None, safe_acks: Iterable[str] = ()) -> RoundResult:
+             held: Mapping[str, int] | None = None, safe_acks: Iterable[str] = (), ahead: int = 0) -> RoundResult:
         """One round. ``acks``: leases done since the last round; ``safe_acks``: leases whose pages' links
         a previous round queued (they end now, in any order).
 
@@ -253,23 +253,24 @@ class Partitions:
         ops = list(enqueues)
         checks = self._checkable(ops)
         sent = self._read_first(ops, checks)
-        result = self._round(sent, finishes, acks, n, worker, ttl, budget, workers, held, safe_acks)
+        result = self._round(sent, finishes, acks, n, worker, ttl, budget, workers, held, safe_acks, ahead)
         if sent is ops and checks and not result.failed:  # not read first: the script's count of new links tells
             self.duplicates.learn(len(ops) - result.tick.added, len(checks))
         return result
 
     def _round(self, enqueues: list[EnqueueOp], finishes: Iterable[Finish], acks: Iterable[str], n: int, worker: str,
                ttl: float, budget: int, workers: int, held: Mapping[str, int] | None,
-               safe_acks: Iterable[str]) -> RoundResult:
+               safe_acks: Iterable[str], ahead: int = 0) -> RoundResult:
         if self.single and not self.keys.tagged:
             return RoundResult(self.ops[0].tick(enqueues, finishes, [*safe_acks, *acks], n, worker, ttl, budget,
-                                                workers, held))
+                                                workers, held, ahead=ahead))
         if self.single:  # one grouped partition: its script, with the run-time limits the client read (cluster-wide)
             ops = self.ops[0]
             wait_for = (self.replica_wait, self.replica_wait_ms, [ops.keys.anchor]) if self.replica_wait and enqueues \
                 else None
             (reply,) = run_scripts(self.server, [(ops.tick_script, ops.anchor, ops.tick_args(
-                enqueues, finishes, [*safe_acks, *acks], n, worker, ttl, budget, workers, held, self.limits))], wait_for)
+                enqueues, finishes, [*safe_acks, *acks], n, worker, ttl, budget, workers, held, self.limits,
+                ahead=ahead))], wait_for)
             if isinstance(reply, BaseException):
                 raise reply
             return RoundResult(Tick.from_reply(reply))
@@ -293,6 +294,7 @@ class Partitions:
             else:
                 rounds.setdefault(p, _Round()).ack.append(lease_id)
         status, reserved, counted, wait, epoch = "ok", 0, False, None, None
+        ahead_share = 0
         read: dict[int, float] = {}  # the hints this round read before its ticks (absent: none)
         if n > 0:
             status, reserved, counted, ready, wait, epoch, read = self._prepare(n, budget)
@@ -302,12 +304,15 @@ class Partitions:
             for p in chosen:
                 rounds.setdefault(p, _Round()).n = min(share, left)
                 left -= min(share, left)
+            # leased ahead (no budget counted: a budget's reservation is exact), shared as n is
+            ahead_share = math.ceil(ahead / len(chosen)) if chosen and not counted else 0
         order = sorted(rounds)
         calls = []
         for p in order:
             r, ops = rounds[p], self.ops[p]
             calls.append((ops.tick_script, ops.anchor, ops.tick_args(
-                r.enq, r.fin, r.ack, r.n, worker, ttl, 0, workers, held if r.n else None, self.limits)))
+                r.enq, r.fin, r.ack, r.n, worker, ttl, 0, workers, held if r.n else None, self.limits,
+                ahead=ahead_share)))
         wait_for = None
         if self.replica_wait and linked:
             wait_for = (self.replica_wait, self.replica_wait_ms, [self.ops[p].keys.anchor for p in sorted(linked)])

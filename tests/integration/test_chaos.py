@@ -69,6 +69,7 @@ def test_chaos_sigkill_workers_lose_nothing(env, site, redis_client, mongo_db, t
     print(f"\nchaos: {kills} kills, {len(pages)} pages, {sum(fetched.values())} fetches "
           f"({reclaimed} leases reclaimed), 1200 items, {duration:.1f}s")
     assert reclaimed > 0, "no worker died holding a lease: the test proved nothing"
+    assert any("'frontier/leased_ahead'" in w.log() for w in workers), "the workers leased ahead (FRONTIER_LEASE_AHEAD)"
 
 
 def test_mongodb_stopped_for_10s_mid_crawl(env, site, redis_client, tmp_path):

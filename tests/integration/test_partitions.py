@@ -147,7 +147,16 @@ def test_pause_reaches_every_partition_and_resume_lets_them_lease(redis_client):
     assert len(parts.tick(n=24, worker="w").tick.taken) > 0
 
 
-def test_the_budget_is_never_exceeded_by_concurrent_workers(redis_client):
+def test_a_round_leases_ahead_over_the_partitions_it_asks(redis_client):
+    parts = partitioned(redis_client, partitions=4)
+    parts.tick([op(str(i), DOMAINS[i % len(DOMAINS)]) for i in range(200)])
+    got = parts.tick(n=8, worker="w", ahead=8).tick
+    assert 8 < len(got.taken) <= 16 + 3, "n, and ahead shared as n is (rounded up per partition)"
+    assert len({t.lease_id for t in got.taken}) == len(got.taken)
+
+
+@pytest.mark.parametrize("ahead", [0, 8])
+def test_the_budget_is_never_exceeded_by_concurrent_workers(redis_client, ahead):
     parts = [partitioned(redis_client) for _ in range(4)]
     parts[0].tick([op(str(i), DOMAINS[i % len(DOMAINS)]) for i in range(300)])
     control.budget(redis_client, parts[0].keys, 0, pages=50)
@@ -156,7 +165,7 @@ def test_the_budget_is_never_exceeded_by_concurrent_workers(redis_client):
 
     def work(p: Partitions) -> None:
         for _ in range(60):
-            got = p.tick(n=7, worker="w").tick
+            got = p.tick(n=7, worker="w", ahead=ahead).tick
             with lock:
                 taken.extend(t.lease_id for t in got.taken)
             if got.budget_exhausted:

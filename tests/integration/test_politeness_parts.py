@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 
 import pytest
 from scrapy.settings import Settings
@@ -96,6 +97,27 @@ def test_a_domain_without_a_cap_keeps_no_active_set_and_a_cap_set_later_counts_w
     assert frontier.lease("w", 60, 10)[0] == []
     frontier.ack([again[0][0]])
     assert len(frontier.lease("w", 60, 10)[0]) == 1, "a counted one's end frees its slot"
+
+
+def test_a_round_leases_ahead_only_from_domains_with_nothing_to_be_polite_about(make, redis_client):
+    frontier, pol = make(DOMAIN_LIMITS={"paced.test": "2/s", "capped.test": {"concurrency": 3}})
+    fill(frontier, "slowed.test", 1)
+    (slow, _), = frontier.lease("w", 60, 1)[0]
+    frontier.finish("slowed.test", slow, pol.outcome(503), 0)  # slowed down: paced from now on
+    for domain in ("capped.test", "free.test", "paced.test", "slowed.test"):
+        fill(frontier, domain, 30 if domain == "free.test" else 10)
+    result = frontier.tick(n=4, worker="w", ttl=60, ahead=8)
+    got = Counter(domains(result.taken))
+    assert sum(got.values()) == 12 and got["free.test"] >= 8, got
+    assert sum(v for d, v in got.items() if d != "free.test") <= 4, f"the limited domains share n, never more: {got}"
+    assert got["capped.test"] <= 3 and got["paced.test"] <= 1 and got["slowed.test"] <= 1, got
+    # a limited domain the round did not reach keeps its place: the next round takes it at once
+    again = Counter(domains(frontier.tick(n=4, worker="w", ttl=60).taken))
+    assert got["paced.test"] + again["paced.test"] == 1, (got, again)
+    # without ahead, n: and under a budget nothing is leased ahead (its count is exact)
+    assert len(frontier.tick(n=1, worker="w", ttl=60).taken) == 1
+    redis_client.set(frontier.keys.budget, 1000)
+    assert len(frontier.tick(n=2, worker="w", ttl=60, ahead=8).taken) == 2
 
 
 def test_run_time_limit_wins_over_settings(make, redis_client):

@@ -11,7 +11,8 @@
 --    ack: [lease id, ...],
 --    n, ttl, worker, default_budget, conf (politeness), scan, factor_max, recovery,
 --    workers (live workers of the spider), held ({domain: slots this worker holds}),
---    lanes (the queues' lanes this worker takes: '' = the domains' own queues, 'browser'... ; default {''})}
+--    lanes (the queues' lanes this worker takes: '' = the domains' own queues, 'browser'... ; default {''}),
+--    ahead (up to this many more than n, from domains with no pace and no cap; default 0)}
 -- (ctx.lanes: every lane of the crawl, for the partition's hint and to wake a domain's lanes)
 -- With several workers, one worker takes at most ceil(concurrency / workers) of a
 -- domain's slots, so that the slots are shared by the workers, not held by one.
@@ -90,17 +91,21 @@ if n > 0 then
     redis.call('ZREM', ctx.delayed, m)
   end
   local limit = 0
+  -- ahead: requests leased beyond n, only from domains with no pace and no cap (nothing to be polite about:
+  -- a request sent a little later than leased changes nothing), never under a budget (FRONTIER_LEASE_AHEAD)
+  local ahead = tonumber(a.ahead) or 0
   if ctx.budget then limit = tonumber(redis.call('GET', ctx.budget) or a.default_budget) or 0 end
   if limit > 0 then
     local used = tonumber(redis.call('GET', ctx.budget_used) or '0')
     if used >= limit then out[1] = 'budget'; return out end
     n = math.min(n, limit - used)
+    ahead = 0
   end
   local conf, ttl = a.conf, tonumber(a.ttl)
   -- ready domains, best head-of-queue priority first, then longest ready
   local heads = {}
   -- at least as many domains as requests wanted (each may have only one ready), in each lane this worker takes
-  local scan = math.max(tonumber(a.scan) or 16, n)
+  local scan = math.max(tonumber(a.scan) or 16, n + ahead)
   local lanes = a.lanes or {''}
   for _, lane in ipairs(lanes) do
     local sched = lane_schedule(ctx, lane)
@@ -112,15 +117,18 @@ if n > 0 then
   table.sort(heads, function(x, y) if x[2] ~= y[2] then return x[2] < y[2] end return x[3] < y[3] end)
   local granted = 0
   for _, h in ipairs(heads) do
-    if granted >= n then break end
+    if granted >= n + ahead then break end
     local d, sched = h[1], h[5]
     local host = host_of(d)  -- (a lane's queue keeps its domain's pace and slots)
     local p = policy(host, conf, ctx)
-    if p.ready > now then
+    local free = p.interval == 0 and p.conc == 0  -- (no pace, no cap: may be leased ahead)
+    if granted >= n and not free then
+      -- n are leased; only unlimited domains are leased ahead: this one stays as it is for the next round
+    elseif p.ready > now then
       redis.call('ZADD', sched, ts(p.ready), d)
     else
       local ak = p.sk .. ':active'
-      local k, room = n - granted, nil
+      local k, room = (free and n + ahead or n) - granted, nil
       local share = nil  -- this worker's fair share of the domain's slots, less what it holds
       if p.conc > 0 then
         -- downloads whose lease has not expired (an expired one's slot is free; reclaim removes it)
