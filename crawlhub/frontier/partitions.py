@@ -295,9 +295,11 @@ class Partitions:
                 rounds.setdefault(p, _Round()).ack.append(lease_id)
         status, reserved, counted, wait, epoch = "ok", 0, False, None, None
         ahead_share = 0
+        unknown: list[int] = []
         read: dict[int, float] = {}  # the hints this round read before its ticks (absent: none)
         if n > 0:
-            status, reserved, counted, ready, wait, epoch, read = self._prepare(n, budget)
+            status, reserved, counted, ready, wait, epoch, read, unknown = self._prepare(
+                n, budget, {p for p, r in rounds.items() if r.enq})
             chosen = ready[:self.per_lease]
             share = math.ceil(reserved / len(chosen)) if chosen else 0
             left = reserved
@@ -322,7 +324,7 @@ class Partitions:
         now = time.time()
         marks: list[tuple[int, float | None, float, str]] = [(p, None, now, "mark") for p in order if rounds[p].enq]
         pre = [(self._hint, [self.keys.ready], self._hint_args(marks))] if marks else []
-        due = [p for p in read if read[p] >= EMPTY][:self.per_lease]
+        due = [p for p in read if read[p] >= EMPTY][:self.per_lease] + unknown
         probes: list[tuple[Any, list[str], list[Any]]] = [
             (self._probe, [*self.ops[p].schedules(), self.ops[p].keys.delayed], []) for p in due]
         replies = run_scripts(self.server, pre + calls + probes, wait_for)[len(pre):] if calls or probes else []
@@ -357,7 +359,9 @@ class Partitions:
                 hints.append((p, None, now, "mark"))
         for p, reply in zip(due, probed, strict=True):
             if not isinstance(reply, BaseException):
-                hints.append((p, read[p], now if int(reply) else self._empty_hint(now), "set"))
+                hints.append((p, read.get(p), now if int(reply) else self._empty_hint(now), "set"))
+                if int(reply) and merged.wait is None:  # work found where none was hinted: ask again at once
+                    merged.wait, merged.waiting = 0.0, True
         if merged.wait is None and wait is not None:
             merged.wait = wait
         if calls and result.failed == len(calls):
@@ -397,10 +401,13 @@ class Partitions:
         self.duplicates.learn(len(found), len(checks))
         return [op for i, op in enumerate(ops) if i not in found]
 
-    def _prepare(self, n: int, budget: int) -> tuple[str, int, bool, list[int], float | None, str, dict[int, float]]:
+    def _prepare(self, n: int, budget: int, linked: set[int] | None = None) -> tuple[
+            str, int, bool, list[int], float | None, str, dict[int, float], list[int]]:
         """Pause, budget, the ready partitions and the frontier's epoch: (status, requests to lease, whether they
         were counted in budget_used (only under a budget), partitions, wait if none is ready, epoch ("" = gone),
-        the hints read: partition -> score). One pipeline, whatever the number of partitions."""
+        the hints read: partition -> score, the partitions with no hint). ``linked``: the partitions this round
+        queues links in, ready too (their tick queues the links before it leases). One pipeline, whatever the
+        number of partitions (and one more read when some have no hint)."""
         k = self.keys
         now = time.time()
         pipe = self.server.pipeline(transaction=False)
@@ -416,32 +423,35 @@ class Partitions:
         epoch_raw, paused, stored, used_before, ready_raw, due_raw, first, hinted = pipe.execute()
         epoch = text(epoch_raw) if epoch_raw is not None else ""
         if paused:
-            return "paused", 0, False, [], None, epoch, {}
+            return "paused", 0, False, [], None, epoch, {}, []
         read = {int(text(m)): float(v) for m, v in [*ready_raw, *due_raw] if text(m).isdigit() and int(text(m)) < self.count}
         ready = [p for p in read if read[p] < EMPTY]
         random.shuffle(ready)  # workers spread over the ready partitions instead of crowding one
         if self.not_mine:  # ready with other lanes' work only, as this worker last saw them: asked last
             self.not_mine = {p: until for p, until in self.not_mine.items() if until > now}
             ready.sort(key=lambda p: p in self.not_mine)
+        unknown: list[int] = []
         if int(hinted) < self.count:
-            # a new frontier, or a hint lost in a failover: partitions never hinted are asked too, after the others
+            # a new frontier, or a hint lost in a failover: partitions never hinted are probed with this round (a
+            # small script each, all at once) and hinted from what they hold, not leased from: a lease round's tick
+            # costs a master a few hundred microseconds even when it finds nothing, and would take a share of n
+            # from the partitions that have work
             hinted_now: list[bytes] = self.server.zrange(k.ready, 0, -1)  # type: ignore[assignment]
             known = {int(text(p)) for p in hinted_now if text(p).isdigit()}
-            unknown = [p for p in range(self.count) if p not in known]
-            random.shuffle(unknown)
-            ready += unknown
+            unknown = [p for p in range(self.count) if p not in known and p not in (linked or ())]
+        ready += sorted(p for p in linked or () if p not in ready)
         # no partition is ready: the first hint says when one may be (an empty partition's recheck is not work)
         wait = max(0.0, float(first[0][1]) - now) if first and float(first[0][1]) < EMPTY else None
         limit = int(stored) if stored is not None else budget
         if limit <= 0:  # no budget: nothing is counted (a budget set later counts from then on)
-            return "ok", n if ready else 0, False, ready, wait, epoch, read
+            return "ok", n if ready else 0, False, ready, wait, epoch, read, unknown
         if not ready:  # a budget used up is said even with nothing ready, as one partition's tick does
-            return ("budget" if int(used_before or 0) >= limit else "ok"), 0, False, ready, wait, epoch, read
+            return ("budget" if int(used_before or 0) >= limit else "ok"), 0, False, ready, wait, epoch, read, unknown
         used = int(self.server.incrby(k.budget_used, n))
         allowed = max(0, min(n, limit - (used - n)))
         if allowed < n:
             self.server.decrby(k.budget_used, n - allowed)
-        return ("ok" if allowed else "budget"), allowed, True, ready, wait, epoch, read
+        return ("ok" if allowed else "budget"), allowed, True, ready, wait, epoch, read, unknown
 
     def _after(self, hints: list[tuple[int, float | None, float, str]], unused: int) -> None:
         if not (hints or unused > 0):

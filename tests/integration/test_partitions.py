@@ -13,7 +13,7 @@ from scrapy.settings import Settings
 
 from crawlhub.frontier import control
 from crawlhub.frontier.dupefilter import make_filters
-from crawlhub.frontier.partitions import LayoutMismatch, Partitions, claim_layout, frontier_keys
+from crawlhub.frontier.partitions import EMPTY, LayoutMismatch, Partitions, claim_layout, frontier_keys
 from crawlhub.frontier.records import DeadLetter, EnqueueOp, lease_domain
 from tests.helpers import project_settings
 from tests.unit.test_partitions import layout
@@ -321,6 +321,21 @@ def test_the_hint_script_sets_only_over_what_it_read_and_a_mark_always_moves_it(
     assert hint((0, 200.0, 1e10 + 5, "set")) == 0 and redis_client.zscore(ready, "0") == moved
     assert hint((0, 200.0, 150.0, "add")) == 1 and redis_client.zscore(ready, "0") == 150.0, "add lowers when it moved"
     assert hint((0, 1.0, 1e10 + 9, "add")) == 0, "...and never raises"
+
+
+def test_partitions_with_no_hint_are_probed_and_hinted_from_what_they_hold_not_leased_from(redis_client):
+    """A new frontier or a hint lost in a failover: every partition without a hint is probed with the round (a
+    small script each) and hinted, and the round's n goes to the partitions that have work."""
+    parts = partitioned(redis_client, partitions=6)
+    parts.tick([op(str(i), DOMAINS[0]) for i in range(10)])
+    busy = parts.keys.partition_of(DOMAINS[0])
+    redis_client.delete(parts.keys.ready)  # every hint lost
+    first = parts.tick(n=4, worker="w").tick
+    assert first.taken == [] and first.wait == 0.0, "nothing was hinted ready: none leased, and it asks again at once"
+    hints = {int(m): s for m, s in redis_client.zrange(parts.keys.ready, 0, -1, withscores=True)}
+    assert set(hints) == set(range(6)), "every partition hinted"
+    assert [p for p, s in hints.items() if s < EMPTY] == [busy], hints
+    assert len(parts.tick(n=4, worker="w").tick.taken) == 4, "the whole n from the partition with work"
 
 
 def test_an_empty_partition_is_not_pending_and_every_write_that_adds_work_makes_it_so(redis_client):
