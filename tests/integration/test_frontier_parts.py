@@ -17,6 +17,7 @@ def test_the_lua_scripts_take_every_key_name_from_the_registry(redis_client):
         text = scripts.source(name)
         assert not re.search(r"'crawlhub:|\"crawlhub:", text), f"{name}.lua spells a key name"
     assert "ctx.domain .. d" in scripts.source("_helpers")
+    assert "ctx.domain .. host_of(d)" in scripts.source("_helpers")  # (a lane's queue: its domain's state)
     classic = FrontierOps(redis_client, key_names.spider_keys("sp"))
     assert classic.ctx["domain"] == key_names.DOMAIN and classic.ctx["known"] == key_names.DOMAINS
     # a frontier laid out before #30 (recorded ":tagged") keeps its tags

@@ -99,6 +99,7 @@ def test_a_plain_worker_never_starts_chromium_and_its_pages_never_wait_for_the_b
     assert hits == {**dict.fromkeys(plain_paths, 1), **{f"/page/{n}/": 2 for n in JS},
                     **{f"/go/{n}": 1 for n in REDIRECTED}}, "plain pages once; a browser page plain once, then rendered"
     assert mongo_db.quotes.count_documents({}) == PAGES * PER_PAGE, "every quote stored once"
+    assert redis_client.llen("t_roles:dlq") == 0 and not redis_client.hgetall("t_roles:queued")
     done = status(env)
     assert (done["dlq"], done["queued"], done["lanes"], done["partitions"]) == (0, 0, [], partitions)
     plain_log, browser_log = plain.log(), browser.log()

@@ -32,16 +32,16 @@ end
 local function new_batch() return {lists = {}, order = {}, counts = {}, sets = {}, released = {}} end
 -- free the concurrency slot of a lease; its domain may be asked again at once
 local function release(ctx, id)
-  local q = domain_of(id)
-  if not q then return 0 end
-  local d = host_of(q)  -- (a lane's lease holds a slot of its domain)
+  local d = domain_of(id)  -- its queue: the domain, or "<domain>#<lane>" (a lane's lease holds a slot of its domain)
+  if not d then return 0 end
   local b = ctx.batch
   if b then
-    b.released[d] = b.released[d] or {}
-    table.insert(b.released[d], ctx.spider .. '/' .. id)
+    local host = host_of(d)
+    b.released[host] = b.released[host] or {}
+    table.insert(b.released[host], ctx.spider .. '/' .. id)
     return 1
   end
-  if redis.call('ZREM', ctx.domain .. d .. ':active', ctx.spider .. '/' .. id) == 1 then
+  if redis.call('ZREM', ctx.domain .. host_of(d) .. ':active', ctx.spider .. '/' .. id) == 1 then
     wake(ctx, d)
     return 1
   end
