@@ -178,3 +178,36 @@ def test_retries_and_returns_go_back_to_their_domain(make, redis_client):
     time.sleep(0.1)
     assert sorted(domains(frontier.lease("w", 60, 5)[0])) == ["x.test:8080"] * 2
     assert frontier.counts()["queued"] == 0 and not frontier.pending()
+
+
+def test_a_domains_state_expiry_is_renewed_once_a_day_not_with_every_window(make, redis_client):
+    frontier, _ = make(DOMAIN_CONCURRENCY=2)
+    fill(frontier, "d.test", 4)
+    key = "crawlhub:domain:d.test"
+    taken, _ = frontier.lease("w", 60, 1)
+    day = str(int(time.time() // 86400))
+    assert redis_client.hget(key, "xd") == day.encode() and redis_client.ttl(key) > 86400 * 6
+    # a new rate window the same day: the expiry is not written again (two commands a domain a day, not a window)
+    redis_client.expire(key, 1000)
+    redis_client.hset(key, "win", 1)
+    frontier.ack([taken[0][0]])
+    taken, _ = frontier.lease("w", 60, 1)
+    assert len(taken) == 1 and 0 < redis_client.ttl(key) <= 1000
+    # the next day's first window renews it, and drops the slots of leases whose deadline passed
+    redis_client.hset(key, mapping={"win": 1, "xd": str(int(day) - 1)})
+    redis_client.zadd(f"{key}:active", {"sp/gone@d.test": 1})
+    frontier.ack([taken[0][0]])
+    taken, _ = frontier.lease("w", 60, 1)
+    assert len(taken) == 1 and redis_client.ttl(key) > 86400 * 6 and redis_client.hget(key, "xd") == day.encode()
+    assert redis_client.zscore(f"{key}:active", "sp/gone@d.test") is None
+
+
+def test_a_domain_emptied_by_its_lease_leaves_no_count_behind_even_one_that_drifted(make, redis_client):
+    frontier, _ = make()
+    fill(frontier, "e.test", 2)
+    redis_client.hincrby("sp:queued", "e.test", 5)  # a count gone wrong (a reset racing a push)
+    taken, _ = frontier.lease("w", 60, 10)
+    assert len(taken) == 2 and redis_client.hget("sp:queued", "e.test") is None
+    fill(frontier, "f.test", 3)
+    taken, _ = frontier.lease("w", 60, 1)
+    assert len(taken) == 1 and redis_client.hget("sp:queued", "f.test") == b"2"

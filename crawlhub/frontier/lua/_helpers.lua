@@ -18,11 +18,41 @@ local function lane_schedule(ctx, lane)
   return ctx.schedule .. ':' .. lane
 end
 local function schedule_of(ctx, q) return lane_schedule(ctx, string.match(q, '#(.+)$') or '') end
--- a slot of d's domain is free: each of its lanes may be asked at once (ctx.lanes: every lane of the crawl)
+-- a slot of d's domain is free: each of its lanes may be asked at once (ctx.lanes: every lane of the crawl).
+-- With ctx.wakes (tick.lua) the domains are gathered and flush_wakes writes them in one ZADD per lane.
 local function wake(ctx, d)
   local host = host_of(d)
+  local w = ctx.wakes
+  if w then
+    if not w.seen[host] then
+      w.seen[host] = true
+      w.hosts[#w.hosts + 1] = host
+    end
+    return
+  end
   for _, lane in ipairs(ctx.lanes or {''}) do
     redis.call('ZADD', lane_schedule(ctx, lane), 'XX', 'LT', now_s, lane == '' and host or host .. '#' .. lane)
+  end
+end
+-- one ZADD of many (score, member) pairs, in chunks (unpack has a limit); flags: {'NX'}, {'XX', 'LT'}, {}
+local function zadd_all(key, flags, pairs_)
+  for i = 1, #pairs_, 1000 do
+    local args = {key, unpack(flags)}
+    for j = i, math.min(i + 999, #pairs_) do args[#args + 1] = pairs_[j] end
+    redis.call('ZADD', unpack(args))
+  end
+end
+local function flush_wakes(ctx)
+  local w = ctx.wakes
+  ctx.wakes = nil
+  if not w or #w.hosts == 0 then return end
+  for _, lane in ipairs(ctx.lanes or {''}) do
+    local args = {}
+    for _, host in ipairs(w.hosts) do
+      args[#args + 1] = now_s
+      args[#args + 1] = lane == '' and host or host .. '#' .. lane
+    end
+    zadd_all(lane_schedule(ctx, lane), {'XX', 'LT'}, args)
   end
 end
 -- A batch (ctx.batch, tick.lua): the pushes and slot releases of one call, gathered per list and per
@@ -85,15 +115,20 @@ local function flush_batch(ctx)
     for i = 1, #entry.tail, 1000 do redis.call('RPUSH', l, unpack(entry.tail, i, math.min(i + 999, #entry.tail))) end
     for i = 1, #entry.head, 1000 do redis.call('LPUSH', l, unpack(entry.head, i, math.min(i + 999, #entry.head))) end
   end
-  local scheduled = {}
+  local scheduled, schedules = {}, {}  -- the domains, one ZADD per schedule
   for _, set in pairs(b.sets) do
     local q, prio, d = set[1], set[2], set[3]
     redis.call('ZADD', q, 'NX', -tonumber(prio), prio)
     if not scheduled[d] then
       scheduled[d] = true
-      redis.call('ZADD', schedule_of(ctx, d), 'NX', 0, d)
+      local sched = schedule_of(ctx, d)
+      local members = schedules[sched]
+      if not members then members = {}; schedules[sched] = members end
+      members[#members + 1] = '0'
+      members[#members + 1] = d
     end
   end
+  for sched, members in pairs(schedules) do zadd_all(sched, {'NX'}, members) end
   for d, n in pairs(b.counts) do redis.call('HINCRBY', ctx.counts, d, n) end
   for d, members in pairs(b.released) do
     local removed = 0
@@ -104,14 +139,15 @@ local function flush_batch(ctx)
   end
 end
 -- take up to k requests of a domain: best priority first, FIFO within one
--- (first: the best priority, when the caller just read it). Returns the requests, and whether the
--- domain's queue is now empty (nil: not known without asking).
-local function pop(ctx, d, k, first)
+-- (first: the best priority, when the caller just read it; only: it is the domain's only one). Returns the
+-- requests, and whether the domain's queue is now empty (nil: not known without asking).
+local function pop(ctx, d, k, first, only)
   local q = ctx.prefix .. ':' .. d
   local out = {}
   local empty = nil
   while #out < k do
     local best = first and {first} or redis.call('ZRANGE', q, 0, 0)
+    local alone = first and only
     first = nil
     if #best == 0 then empty = true; break end
     local l = q .. ':' .. best[1]
@@ -121,11 +157,17 @@ local function pop(ctx, d, k, first)
     -- fewer than asked: the list is empty (Redis deleted it); as many: ask whether it is
     if #got < want or redis.call('LLEN', l) == 0 then
       redis.call('ZREM', q, best[1])
+      if alone then empty = true; break end  -- the domain's only priority: nothing is left
     else
       empty = false
     end
   end
-  if #out > 0 and redis.call('HINCRBY', ctx.counts, d, -#out) <= 0 then redis.call('HDEL', ctx.counts, d) end
+  -- the domain's count: gone with its queue (a count that drifted is set right), else less what was taken
+  if empty then
+    redis.call('HDEL', ctx.counts, d)
+  elseif #out > 0 and redis.call('HINCRBY', ctx.counts, d, -#out) <= 0 then
+    redis.call('HDEL', ctx.counts, d)
+  end
   return out, empty
 end
 local function priority_of(p)

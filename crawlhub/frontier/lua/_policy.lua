@@ -5,10 +5,11 @@
 -- client sends them in conf.domains (the limits hash is cluster-wide, another slot).
 local function policy(d, conf, ctx)
   local sk = ctx.domain .. d
-  local st = redis.call('HMGET', sk, 'tat', 'factor', 'until', 'delay', 'win', 'cnt')
+  local st = redis.call('HMGET', sk, 'tat', 'factor', 'until', 'delay', 'win', 'cnt', 'xd')
   local rate, conc = tonumber(conf['rate']) or 0, tonumber(conf['concurrency']) or 0
   local lim = nil
-  if ctx.limits then lim = redis.call('HGET', ctx.limits, d) end
+  -- (ctx.limit_of: the round's limits read at once for every domain it may visit, tick.lua)
+  if ctx.limit_of then lim = ctx.limit_of[d] elseif ctx.limits then lim = redis.call('HGET', ctx.limits, d) end
   if lim then lim = cjson.decode(lim) elseif conf['domains'] then lim = conf['domains'][d] end
   if type(lim) == 'table' then
     if tonumber(lim['rate']) then rate = tonumber(lim['rate']) end
@@ -23,10 +24,13 @@ local function policy(d, conf, ctx)
   local tat = tonumber(st[1]) or 0
   local tau = interval * ((tonumber(conf['burst']) or 1) - 1)
   return {sk = sk, interval = interval, tau = tau, tat = tat, conc = conc,
-          ready = math.max(tat - tau, tonumber(st[3]) or 0), win = tonumber(st[5]), cnt = tonumber(st[6]) or 0}
+          ready = math.max(tat - tau, tonumber(st[3]) or 0), win = tonumber(st[5]), cnt = tonumber(st[6]) or 0,
+          xd = st[7]}
 end
 -- take n request slots of a domain at time now (GCRA); counts the rate window. One HSET (the
--- state was read with the policy); the key's 7-day expiry is renewed when the window moves on.
+-- state was read with the policy). Once a day ('xd': the day it was last done), the key's 7-day expiry
+-- is renewed and the expired slots of its active set are dropped (a reclaimed lease's slot is freed when
+-- its request is queued again; these are a safety net): two commands a domain a day, not per window.
 local function take(p, n)
   for i = 1, n do p.tat = math.max(p.tat, now) + p.interval end
   local win = math.floor(now / 10)
@@ -35,9 +39,16 @@ local function take(p, n)
   else
     local prev = 0
     if p.win == win - 1 then prev = p.cnt end
-    redis.call('HSET', p.sk, 'win', win, 'cnt', n, 'prev', prev, 'tat', ts(p.tat), 'last', string.format('%.3f', now))
-    redis.call('EXPIRE', p.sk, 604800)
-    if p.conc > 0 then redis.call('ZREMRANGEBYSCORE', p.sk .. ':active', '-inf', now_s) end  -- expired slots
+    local day = string.format('%d', math.floor(now / 86400))
+    if p.xd == day then
+      redis.call('HSET', p.sk, 'win', win, 'cnt', n, 'prev', prev, 'tat', ts(p.tat), 'last', string.format('%.3f', now))
+    else
+      redis.call('HSET', p.sk, 'win', win, 'cnt', n, 'prev', prev, 'tat', ts(p.tat), 'last', string.format('%.3f', now),
+                 'xd', day)
+      redis.call('EXPIRE', p.sk, 604800)
+      if p.conc > 0 then redis.call('ZREMRANGEBYSCORE', p.sk .. ':active', '-inf', now_s) end  -- expired slots
+      p.xd = day
+    end
     p.new_window = true
   end
   p.win, p.cnt = win, (p.win == win and p.cnt or 0) + n

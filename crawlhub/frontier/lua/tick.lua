@@ -28,6 +28,9 @@ ctx.factor_max, ctx.recovery = a.factor_max, a.recovery
 -- the enqueues' pushes and the finishes' slot releases are gathered and written per domain (flush_batch),
 -- before the acks and the leases (nothing between pops or raises a schedule score)
 ctx.batch, ctx.factors = new_batch(), {}
+-- the domains whose slots free up (acks, releases, slow-downs) are woken in one ZADD per lane (flush_wakes),
+-- before anything returns or reads a schedule
+ctx.wakes = {hosts = {}, seen = {}}
 local added, fresh = 0, 0
 -- the enqueues: 2 arguments each after ARGV[1]: the link's fields, tab-separated, in the order of
 -- crawlhub.frontier.records.ENQUEUE_ARGV (kind, key, extra, priority, force, ends, domain), then
@@ -74,6 +77,7 @@ for i = 1, #ids, 500 do
     if redis.call('ZREM', ctx.domain .. d .. ':active', unpack(members)) > 0 then wake(ctx, d) end
   end
 end
+flush_wakes(ctx)
 local out = {'ok', '', added, acked, '', ''}
 local n = tonumber(a.n) or 0
 -- untagged, a lease round reads the frontier's epoch (a reset moves it; gone: the frontier vanished)
@@ -101,20 +105,52 @@ if n > 0 then
     n = math.min(n, limit - used)
     ahead = 0
   end
-  local conf, ttl = a.conf, tonumber(a.ttl)
+  local conf = a.conf
   -- ready domains, best head-of-queue priority first, then longest ready
   local heads = {}
+  -- the round's schedule changes, written per schedule after the loop (nothing in it reads a schedule):
+  -- moved[sched] = {score, domain, ...}, gone[sched] = {domain, ...}
+  local moved, gone = {}, {}
+  local function move(sched, score, d)
+    local t = moved[sched]
+    if not t then t = {}; moved[sched] = t end
+    t[#t + 1] = score
+    t[#t + 1] = d
+  end
+  local function drop(sched, d)
+    local t = gone[sched]
+    if not t then t = {}; gone[sched] = t end
+    t[#t + 1] = d
+  end
   -- at least as many domains as requests wanted (each may have only one ready), in each lane this worker takes
   local scan = math.max(tonumber(a.scan) or 16, n + ahead)
   local lanes = a.lanes or {''}
   for _, lane in ipairs(lanes) do
     local sched = lane_schedule(ctx, lane)
     for i, d in ipairs(redis.call('ZRANGEBYSCORE', sched, '-inf', now_s, 'LIMIT', 0, scan)) do
-      local h = redis.call('ZRANGE', ctx.prefix .. ':' .. d, 0, 0, 'WITHSCORES')
-      if #h == 0 then redis.call('ZREM', sched, d) else table.insert(heads, {d, tonumber(h[2]), i, h[1], sched}) end
+      -- its best two priorities (a member is its priority, its score the opposite: no score to format); one
+      -- alone tells pop that its list emptied is the domain emptied
+      local h = redis.call('ZRANGE', ctx.prefix .. ':' .. d, 0, 1)
+      if #h == 0 then drop(sched, d) else table.insert(heads, {d, -(tonumber(h[1]) or 0), i, h[1], sched, #h == 1}) end
     end
   end
   table.sort(heads, function(x, y) if x[2] ~= y[2] then return x[2] < y[2] end return x[3] < y[3] end)
+  -- untagged, the run-time limits of every domain the round may visit, in one read (policy: ctx.limit_of)
+  if ctx.limits and #heads > 0 then
+    local hosts, seen = {}, {}
+    for _, h in ipairs(heads) do
+      local host = host_of(h[1])
+      if not seen[host] then seen[host] = true; hosts[#hosts + 1] = host end
+    end
+    local values = redis.call('HMGET', ctx.limits, unpack(hosts))
+    ctx.limit_of = {}
+    for i, host in ipairs(hosts) do ctx.limit_of[host] = values[i] end
+  end
+  -- the leases of the round: their ids numbered from the sequence read once (GET, then one INCRBY), their
+  -- deadlines and payloads written once for every domain after the loop
+  local seq, numbered = nil, 0
+  local zin, hset = {}, {}
+  local deadline, holder = deadline_s(now + tonumber(a.ttl)), tostring(a.worker or '') .. '\t' .. string.format('%.3f', now) .. '\t'
   local granted = 0
   for _, h in ipairs(heads) do
     if granted >= n + ahead then break end
@@ -125,7 +161,7 @@ if n > 0 then
     if granted >= n and not free then
       -- n are leased; only unlimited domains are leased ahead: this one stays as it is for the next round
     elseif p.ready > now then
-      redis.call('ZADD', sched, ts(p.ready), d)
+      move(sched, ts(p.ready), d)
     else
       local ak = p.sk .. ':active'
       local k, room = (free and n + ahead or n) - granted, nil
@@ -146,46 +182,54 @@ if n > 0 then
       if full_share and k > 0 then
         -- this worker holds its share: the free slots stay for the others, the schedule as it is
       elseif k <= 0 then
-        redis.call('ZADD', sched, ts(recheck), d)
+        move(sched, ts(recheck), d)
       else
         local c, t = 0, p.tat
         while c < k and (p.interval == 0 or t - p.tau <= now) do
           c = c + 1
           t = math.max(t, now) + p.interval
         end
-        local items, empty = pop(ctx, d, c, h[4])
+        local items, empty = pop(ctx, d, c, h[4], h[6])
         take(p, #items)
         if #items > 0 then
-          -- the batch's leases in one command per key: ids seq-#items+1 .. seq
-          local last = redis.call('INCRBY', ctx.seq, #items)
-          local deadline, holder = deadline_s(now + ttl), a.worker .. '\t' .. string.format('%.3f', now) .. '\t'
-          local zin, hset, zact = {}, {}, {}
-          for i, item in ipairs(items) do
-            local id = (last - #items + i) .. '@' .. d
-            table.insert(zin, deadline); table.insert(zin, id)
-            table.insert(hset, id); table.insert(hset, holder .. item)
-            if p.conc > 0 then table.insert(zact, deadline); table.insert(zact, ctx.spider .. '/' .. id) end
-            table.insert(out, id)
-            table.insert(out, item)
+          if seq == nil then seq = tonumber(redis.call('GET', ctx.seq) or '0') end
+          local zact = {}
+          for _, item in ipairs(items) do
+            numbered = numbered + 1
+            local id = string.format('%d', seq + numbered) .. '@' .. d
+            zin[#zin + 1] = deadline; zin[#zin + 1] = id
+            hset[#hset + 1] = id; hset[#hset + 1] = holder .. item
+            if p.conc > 0 then zact[#zact + 1] = deadline; zact[#zact + 1] = ctx.spider .. '/' .. id end
+            out[#out + 1] = id
+            out[#out + 1] = item
           end
-          redis.call('ZADD', ctx.inflight, unpack(zin))
-          redis.call('HSET', ctx.leases, unpack(hset))
-          -- the active set counts a capped domain's downloads; a domain without a cap (DOMAIN_CONCURRENCY=0)
-          -- has nothing to count: no member per page. (A cap set later counts the downloads leased after it.)
+          -- the active set counts a capped domain's downloads (at once: another lane of the domain may be
+          -- visited next); a domain without a cap (DOMAIN_CONCURRENCY=0) has nothing to count: no member per
+          -- page. (A cap set later counts the downloads leased after it.)
           if #zact > 0 then redis.call('ZADD', ak, unpack(zact)) end
           granted = granted + #items
         end
         if p.new_window then redis.call('ZADD', ctx.known, now_s, host) end  -- `limits show`: to 10 s
         if empty == nil then empty = redis.call('EXISTS', ctx.prefix .. ':' .. d) == 0 end
         if empty then
-          redis.call('ZREM', sched, d)
+          drop(sched, d)
         elseif room ~= nil and room <= #items then
-          redis.call('ZADD', sched, ts(math.max(p.tat - p.tau, recheck)), d)
+          move(sched, ts(math.max(p.tat - p.tau, recheck)), d)
         else
-          redis.call('ZADD', sched, ts(math.max(p.tat - p.tau, now)), d)
+          move(sched, ts(math.max(p.tat - p.tau, now)), d)
         end
       end
     end
+  end
+  ctx.limit_of = nil
+  if numbered > 0 then
+    redis.call('INCRBY', ctx.seq, numbered)
+    zadd_all(ctx.inflight, {}, zin)
+    for i = 1, #hset, 1000 do redis.call('HSET', ctx.leases, unpack(hset, i, math.min(i + 999, #hset))) end
+  end
+  for sched, t in pairs(moved) do zadd_all(sched, {}, t) end
+  for sched, t in pairs(gone) do
+    for i = 1, #t, 1000 do redis.call('ZREM', sched, unpack(t, i, math.min(i + 999, #t))) end
   end
   if limit > 0 and granted > 0 then redis.call('INCRBY', ctx.budget_used, granted) end
   -- when this worker may next find work (its lanes, and retries coming due), and when anyone may (every lane:
