@@ -4,7 +4,8 @@ what 3 Redis Cluster masters give against one.
 No HTTP and no Scrapy: simulated workers (processes) drive crawlhub's own frontier
 (:class:`crawlhub.frontier.partitions.Partitions`, the tick script and the rest) the way a worker does:
 lease a batch of B requests, and with the next round send, per page leased, L links of which a share
-S were never seen (the rest are duplicates the filter drops), and the page's ack. With L=10 and S=0.1
+S were never seen (the rest are duplicates the filter drops), the download's end (its domain's slot
+frees, outcome "ok") and the page's ack. With L=10 and S=0.1
 the queue holds its size while the run goes on.
 
 Figures, each against its goal:
@@ -138,8 +139,12 @@ def make_partitions(client, partitions: int, cluster: bool):
     filters = [ExactFilter(part.dupefilter, BUCKETS) for part in keys.parts]
     # crawlhub's default politeness but the rate (DOMAIN_CONCURRENCY 8, FRONTIER_DOMAINS_PER_LEASE 16): the
     # rate is off so that Redis, not the domains' pace, is measured
+    from crawlhub import default_settings as defaults
+
     return Partitions(client, keys, {"rate": 0, "concurrency": 8, "burst": 1, "base": 0.5, "recheck": 1.0}, 16,
-                      filters=filters, recheck=0.2)
+                      filters=filters, recheck=0.2, link_hold=defaults.FRONTIER_LINK_HOLD,
+                      link_batch=defaults.FRONTIER_LINK_BATCH, per_lease=defaults.FRONTIER_PARTITIONS_PER_LEASE,
+                      per_call=defaults.FRONTIER_LEASES_PER_PARTITION)
 
 
 def payload(domain: str, n: int) -> bytes:
@@ -189,7 +194,7 @@ def worker_loop(args: tuple) -> tuple[int, int, int, int, int]:
     from redis.cluster import ClusterNode, RedisCluster
 
     from crawlhub.frontier.dupefilter import RecentFingerprints
-    from crawlhub.frontier.records import EnqueueOp, lease_domain
+    from crawlhub.frontier.records import EnqueueOp, Finish, lease_domain
 
     nodes, partitions, cluster, seconds, seed, domains, old, nav, local = args
     rng = random.Random(seed)
@@ -197,19 +202,19 @@ def worker_loop(args: tuple) -> tuple[int, int, int, int, int]:
               else redis.Redis(port=nodes[0]))
     parts = make_partitions(client, partitions, cluster)
     recent = RecentFingerprints(LOCAL_FILTER) if local else None
-    pages, sent, dropped, acks, enq, safe = 0, 0, 0, [], [], []
+    pages, sent, dropped, acks, enq, safe, fin = 0, 0, 0, [], [], [], []
     rounds, hints = 0, 0
     counter = seed * 10_000_000
     end = time.monotonic() + seconds
     while time.monotonic() < end:
-        result = parts.tick(enq, (), acks, BATCH, f"w{seed}", 60.0, 0, 1, None, safe_acks=safe)
+        result = parts.tick(enq, fin, acks, BATCH, f"w{seed}", 60.0, 0, 1, None, safe_acks=safe)
         if not parts.single:  # the round's reads (pause, budget, the hint) and its hint writes
             rounds += 1
             hints += 1
         safe = result.deferred_ack  # acks held one round (links in other partitions): sent with the next
         pages += result.tick.acked
         sent += len(enq)
-        acks, enq = [], []
+        acks, enq, fin = [], [], []
         for taken in result.tick.taken:
             d = lease_domain(taken.lease_id)
             links = []
@@ -231,12 +236,14 @@ def worker_loop(args: tuple) -> tuple[int, int, int, int, int]:
                         continue
                     recent.add(key)
                 enq.append(EnqueueOp(fp, payload(target, n), 0, False, "", target))
+            fin.append(Finish(d, taken.lease_id, "ok"))  # the download is over: its slot frees (the worker's warden)
             acks.append(taken.lease_id)
-    # the window is over: its last pages end (held acks too), as a worker's close does
+    # the window is over: its last pages end (held links and acks too), as a worker's close does
+    parts.drain()
     for _ in range(2):
-        result = parts.tick(enq, (), acks, 0, f"w{seed}", 60.0, 0, 1, None, safe_acks=safe)
+        result = parts.tick(enq, fin, acks, 0, f"w{seed}", 60.0, 0, 1, None, safe_acks=safe)
         pages += result.tick.acked
-        enq, acks, safe = [], [], result.deferred_ack
+        enq, acks, safe, fin = [], [], result.deferred_ack, []
     return pages, sent, dropped, rounds, hints
 
 

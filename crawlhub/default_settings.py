@@ -88,12 +88,23 @@ FRONTIER_LOCAL_FILTER_SIZE = 100000
 # duplicate-filter entries; each partition is one Redis Cluster slot ({<spider>:<p>}). 1 on a
 # plain Redis is the classic layout; fixed for the life of a frontier (`crawlhub reset` to change).
 FRONTIER_PARTITIONS = 1
-# Ready partitions one round leases from (a worker spreads its batch over them).
+# Ready partitions one round leases from (a worker spreads its batch over them); while its rounds get
+# all they ask for, one per FRONTIER_LEASES_PER_PARTITION requests the round asks for, at most this many
+# (each partition's call costs its master a few hundred microseconds beside its leases; 1 = always this many).
 FRONTIER_PARTITIONS_PER_LEASE = 4
+FRONTIER_LEASES_PER_PARTITION = 16
 # Seconds before a partition hinted empty is probed again anyway (<spider>:ready says which partitions
 # have work, and every write that adds work marks its partition at once: this is the safety net for a
 # mark lost with a worker killed between its links and its mark).
 FRONTIER_PARTITION_RECHECK = 60.0
+# Partitioned frontiers: links for a partition the round does not call anyway (to lease, or for finished
+# downloads) wait in the worker, with the round's acks (a page ends only when its links are queued), until
+# FRONTIER_LINK_BATCH are pending there, for at most this many seconds (and a quarter of LEASE_TTL), or at once
+# when the worker runs short of work or closes: each partition's call costs its master a few hundred
+# microseconds beside its links. A reset drops them; a worker killed loses them with its unacked pages, which
+# are leased again. 0 = every link goes with the round that found it.
+FRONTIER_LINK_HOLD = 1.0
+FRONTIER_LINK_BATCH = 32
 # Replicas that must have a round's links (WAIT) before the leases of the pages they came from end in
 # other partitions (0 = do not wait). With replicas, 1 means a failover re-fetches pages, never loses
 # links (docs/deploy.md: Redis Cluster, failover); without replicas leave it 0 (WAIT would time out).

@@ -111,7 +111,7 @@ class FrontierClient:
 
     @property
     def has_pending_writes(self) -> bool:  # (what the next round trip sends)
-        return bool(self.pending_enq or self.leases.finished or self.pending_ack or self.safe_acks)
+        return bool(self.pending_enq or self.leases.finished or self.pending_ack or self.safe_acks or self.ops.holding)
 
     def enqueue(self, request: Request, fingerprint: str) -> None:
         """Queue a request with the next round trip (always before the lease it ends, same call).
@@ -184,6 +184,8 @@ class FrontierClient:
             held = set(outcome.deferred_ack)
             ack = [a for a in [*safe, *ack] if a not in held]
             self.ends.send_held()  # every partition answered: the links queued before a held end are in
+        if outcome.held_sent:  # links an earlier round held for this partition's next call (FRONTIER_LINK_HOLD)
+            self.stats.inc_value("frontier/links_held", outcome.held_sent)
         if self.redis_down:  # back: renew at once, and reclaim nobody's leases for a LEASE_TTL
             self.redis_down, self.redis_back_at = False, time.monotonic()
             self._forget_sent()  # a restart from its AOF may have lost the last writes the local filter mirrors
@@ -295,6 +297,7 @@ class FrontierClient:
 
     def close(self) -> None:
         """Send what is pending and give back every lease still held; never flush the shared frontier."""
+        self.ops.drain()  # partitioned: links and acks held for later rounds go now
         for _ in range(3):  # partitioned, acks held back by one round go with the next
             self.flush()
             if not self.has_pending_writes or self.redis_down:

@@ -118,6 +118,7 @@ class RoundResult:
     unsent_fin: list[Finish] = field(default_factory=list)
     unsent_ack: list[str] = field(default_factory=list)
     deferred_ack: list[str] = field(default_factory=list)  # held for the next round: see Partitions.tick
+    held_sent: int = 0  # links this round sent that an earlier round held (FRONTIER_LINK_HOLD)
     failed: int = 0  # partitions whose call failed
     error: BaseException | None = None
 
@@ -176,10 +177,22 @@ class Partitions:
     def __init__(self, server: redis.Redis, keys: Keys, politeness: dict[str, Any] | None = None, scan: int = 16,
                  filters: list[Filter] | None = None, factor_max: float = 32.0, recovery: float = 0.8,
                  per_lease: int = 4, recheck: float = 1.0, replica_wait: int = 0, replica_wait_ms: int = 100,
-                 lanes: Sequence[str] = ("",)):
+                 lanes: Sequence[str] = ("",), link_hold: float = 0.0, link_batch: int = 32, per_call: int = 1):
         self.server, self.keys = server, keys
+        # links for a partition the round does not call anyway wait in the worker (with every ack: a page ends
+        # only when its links are queued) until link_batch are pending there, for at most link_hold seconds, or
+        # until the worker runs short of work (FRONTIER_LINK_HOLD, FRONTIER_LINK_BATCH): each partition's call
+        # costs its master a few hundred microseconds beside its links. A reset drops them (the epoch moved);
+        # a worker killed loses them with its unacked pages, which are leased again.
+        self.link_hold, self.link_batch = link_hold, max(1, link_batch)
+        self._held_enq: list[EnqueueOp] = []
+        self._held_ack: list[str] = []
+        self._held_since = 0.0
+        self._busy = False  # the last lease round got all it asked for (else: hold nothing)
+        self._drain = False  # a closing worker: every round sends all
+        self._epoch: str | None = None  # the epoch the last lease round read
         self.replica_wait, self.replica_wait_ms = replica_wait, replica_wait_ms
-        self.per_lease, self.recheck = max(1, per_lease), recheck
+        self.per_lease, self.per_call, self.recheck = max(1, per_lease), max(1, per_call), recheck
         self.ops = [FrontierOps(server, keys.part(p), keys.spider, politeness, scan,
                                 filters[p] if filters else None, factor_max, recovery, lanes)
                     for p in range(keys.partitions)]
@@ -205,11 +218,23 @@ class Partitions:
             filters=make_filters(server, settings, keys),
             factor_max=politeness.factor_max, recovery=politeness.recovery,
             per_lease=settings.getint("FRONTIER_PARTITIONS_PER_LEASE", 4),
+            per_call=settings.getint("FRONTIER_LEASES_PER_PARTITION", 16),
             recheck=settings.getfloat("FRONTIER_PARTITION_RECHECK", 1.0),
             replica_wait=settings.getint("FRONTIER_REPLICA_WAIT", 0),
             replica_wait_ms=settings.getint("FRONTIER_REPLICA_WAIT_TIMEOUT", 100),
             lanes=lanes,
+            link_hold=settings.getfloat("FRONTIER_LINK_HOLD", 1.0),
+            link_batch=settings.getint("FRONTIER_LINK_BATCH", 32),
         )
+
+    @property
+    def holding(self) -> bool:
+        """Links or acks wait in this worker for a later round (FRONTIER_LINK_HOLD): writes still to send."""
+        return bool(self._held_enq or self._held_ack)
+
+    def drain(self) -> None:
+        """From now on every round sends everything held (a worker closing)."""
+        self._drain = True
 
     def set_aside(self, payload: bytes, reason: str, most: int) -> None:
         """Keep an undecodable payload in <spider>:bad_requests, with why (it is never executed)."""
@@ -254,7 +279,8 @@ class Partitions:
         checks = self._checkable(ops)
         sent = self._read_first(ops, checks)
         result = self._round(sent, finishes, acks, n, worker, ttl, budget, workers, held, safe_acks, ahead)
-        if sent is ops and checks and not result.failed:  # not read first: the script's count of new links tells
+        if sent is ops and checks and not result.failed and not self._held_enq and not result.held_sent:
+            # not read first, all sent with this round: the script's count of new links tells
             self.duplicates.learn(len(ops) - result.tick.added, len(checks))
         return result
 
@@ -274,33 +300,53 @@ class Partitions:
             if isinstance(reply, BaseException):
                 raise reply
             return RoundResult(Tick.from_reply(reply))
+        prior_enq, prior_ack = self._held_enq, self._held_ack
+        self._held_enq, self._held_ack = [], []
+        try:
+            return self._parts_round(enqueues, finishes, acks, n, worker, ttl, budget, workers, held, safe_acks,
+                                     ahead, prior_enq, prior_ack)
+        except BaseException:
+            # the caller keeps what it passed; what this worker held before the round is held again
+            self._held_enq, self._held_ack = prior_enq, prior_ack
+            raise
+
+    def _parts_round(self, enqueues: list[EnqueueOp], finishes: Iterable[Finish], acks: Iterable[str], n: int,
+                     worker: str, ttl: float, budget: int, workers: int, held: Mapping[str, int] | None,
+                     safe_acks: Iterable[str], ahead: int, prior_enq: list[EnqueueOp],
+                     prior_ack: list[str]) -> RoundResult:
         rounds: dict[int, _Round] = {}
         mine = self.ops[0].lanes
+        links: dict[int, list[EnqueueOp]] = {}  # partition -> links to send or hold, those held before first
+        for op in [*prior_enq, *enqueues]:
+            links.setdefault(self.keys.partition_of(op.domain), []).append(op)
         for op in enqueues:
             p = self.keys.partition_of(op.domain)
-            rounds.setdefault(p, _Round()).enq.append(op)
             if self.not_mine and split_queue(op.domain)[1] in mine:
                 self.not_mine.pop(p, None)  # this worker's own links went there: work for it
         for done in finishes:
             rounds.setdefault(self.keys.partition_of(done.domain), _Round()).fin.append(done)
-        linked = set(rounds)  # partitions that get links this round
-        deferred: list[str] = []
         for lease_id in safe_acks:
             rounds.setdefault(self.keys.partition_of(lease_domain(lease_id)), _Round()).ack.append(lease_id)
-        for lease_id in acks:
-            p = self.keys.partition_of(lease_domain(lease_id))
-            if linked - {p}:
-                deferred.append(lease_id)
-            else:
-                rounds.setdefault(p, _Round()).ack.append(lease_id)
         status, reserved, counted, wait, epoch = "ok", 0, False, None, None
         ahead_share = 0
         unknown: list[int] = []
+        chosen: list[int] = []
         read: dict[int, float] = {}  # the hints this round read before its ticks (absent: none)
         if n > 0:
-            status, reserved, counted, ready, wait, epoch, read, unknown = self._prepare(
-                n, budget, {p for p, r in rounds.items() if r.enq})
-            chosen = ready[:self.per_lease]
+            status, reserved, counted, ready, wait, epoch, read, unknown = self._prepare(n, budget, set(links))
+            if self._epoch is not None and epoch != self._epoch and (prior_enq or prior_ack):
+                # a reset (or a frontier gone) since they were held: they belong to the crawl that ended
+                logger.warning("The frontier's epoch moved: %d links and %d acks held for later rounds dropped",
+                               len(prior_enq), len(prior_ack))
+                links = {}
+                for op in enqueues:
+                    links.setdefault(self.keys.partition_of(op.domain), []).append(op)
+                prior_enq, prior_ack = [], []
+            self._epoch = epoch
+            # while rounds get all they ask (busy), one partition per per_call requests asked (each call costs its
+            # master a few hundred microseconds beside its leases); short of work, per_lease of them
+            asked = min(self.per_lease, math.ceil(reserved / self.per_call)) if self._busy else self.per_lease
+            chosen = ready[:max(1, asked)]
             share = math.ceil(reserved / len(chosen)) if chosen else 0
             left = reserved
             for p in chosen:
@@ -308,6 +354,26 @@ class Partitions:
                 left -= min(share, left)
             # leased ahead (no budget counted: a budget's reservation is exact), shared as n is
             ahead_share = math.ceil(ahead / len(chosen)) if chosen and not counted else 0
+        wait_more = self._holds(links, set(rounds), n, status, chosen, ttl)
+        held_sent, was_held = 0, {id(op) for op in prior_enq}
+        for p, part_links in links.items():
+            if p in wait_more:
+                self._held_enq += part_links
+            else:
+                rounds.setdefault(p, _Round()).enq += part_links
+                held_sent += sum(id(op) in was_held for op in part_links)
+        linked = {p for p, r in rounds.items() if r.enq}  # partitions that get links this round
+        deferred: list[str] = []
+        if self._held_enq:  # links wait: every ack with them (a page ends when its links are queued)
+            self._held_ack = [*prior_ack, *acks]
+        else:
+            for lease_id in [*prior_ack, *acks]:
+                p = self.keys.partition_of(lease_domain(lease_id))
+                if linked - {p}:
+                    deferred.append(lease_id)
+                else:
+                    rounds.setdefault(p, _Round()).ack.append(lease_id)
+        self._held_since = (self._held_since or time.monotonic()) if self._held_enq else 0.0
         order = sorted(rounds)
         calls = []
         for p in order:
@@ -331,7 +397,7 @@ class Partitions:
         replies, probed = replies[:len(calls)], replies[len(calls):]
         merged = Tick([], None, budget_exhausted=status == "budget", paused=status == "paused", epoch=epoch)
         merged.waiting = True if wait is not None else None  # a hint says work is queued or delayed, not ready
-        result = RoundResult(merged, deferred_ack=deferred)
+        result = RoundResult(merged, deferred_ack=deferred, held_sent=held_sent)
         hints: list[tuple[int, float | None, float, str]] = []  # (partition, the hint read, the new one, mode)
         for p, reply in zip(order, replies, strict=True):
             r = rounds[p]
@@ -368,7 +434,23 @@ class Partitions:
             raise result.error if isinstance(result.error, REDIS_ERRORS) else redis.ConnectionError(str(result.error))
         # (the reservation counted in budget_used, less what was taken, is given back)
         self._after(hints, reserved - len(merged.taken) if counted else 0)
+        if n > 0:
+            self._busy = status == "ok" and len(merged.taken) >= n
         return result
+
+    def _holds(self, links: dict[int, list[EnqueueOp]], called: set[int], n: int, status: str,
+               chosen: list[int], ttl: float) -> set[int]:
+        """The partitions whose links wait for a later round (FRONTIER_LINK_HOLD): none while the worker runs short of
+        work (its last lease round got less than it asked, this one finds nothing ready, a pause, a budget), once
+        the oldest waited link_hold seconds (at most a quarter of the lease TTL: the held acks' leases are not
+        renewed), or when it closes; else those the round does not call anyway (to lease, for finished downloads or
+        acks) with fewer than link_batch links, and no link that ends a lease."""
+        if self.link_hold <= 0 or self._drain or not self._busy or status != "ok" or (n > 0 and not chosen):
+            return set()
+        if self._held_since and time.monotonic() - self._held_since >= min(self.link_hold, ttl / 4):
+            return set()
+        return {p for p, part_links in links.items() if p not in called and len(part_links) < self.link_batch
+                and not any(op.ends_lease or op.force for op in part_links)}
 
     def _checkable(self, ops: list[EnqueueOp]) -> list[tuple[int, list[Any]]]:
         """The enqueues the exact filter's sets can be read for: (index, the filter's spec). Forced requests,

@@ -246,7 +246,7 @@ class RedisScheduler(BaseScheduler):
         return max(1, min(self.concurrency - active, self.lease_batch)), active
 
     def has_pending_requests(self) -> bool:
-        if self.local or self.prefetched or self.frontier.pending_enq:
+        if self.local or self.prefetched or self.frontier.pending_enq or self.frontier.ops.holding:
             return True
         if self.frontier.budget_exhausted:
             return False

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import zlib
 
 import pytest
@@ -458,3 +459,99 @@ def test_a_round_stops_reading_the_filter_first_while_few_links_are_duplicates_a
     before = sismembers()
     kept = parts.unknown(again[:8])
     assert kept == [] and sismembers() == before + 8, "read first again: duplicates stay in the worker"
+
+
+def two_partitions_apart(parts: Partitions) -> tuple[str, str]:
+    return next((x, y) for x in DOMAINS for y in DOMAINS if parts.keys.partition_of(x) != parts.keys.partition_of(y))
+
+
+def holding_worker(redis_client, **kwargs) -> tuple[Partitions, str, str, str]:
+    """A worker whose rounds lease from a's partition only (busy: each gets all it asks), with one lease of a held."""
+    parts = partitioned(redis_client, per_lease=1, **kwargs)
+    a, b = two_partitions_apart(parts)
+    parts.tick([op(str(i), a) for i in range(40)])
+    lease = parts.tick(n=2, worker="w").tick.taken[0].lease_id
+    return parts, a, b, lease
+
+
+def queued_in(parts: Partitions, redis_client, domain: str) -> int:
+    return int(redis_client.hget(parts.keys.part(parts.keys.partition_of(domain)).queued, domain) or 0)
+
+
+def test_links_for_a_partition_the_round_does_not_call_wait_with_the_acks_until_enough_are_pending(redis_client):
+    parts, a, b, lease = holding_worker(redis_client, link_hold=60.0, link_batch=3)
+    inflight = parts.counts()["inflight"]
+    result = parts.tick([op("child0", b)], acks=[lease], n=2, worker="w")
+    assert len(result.tick.taken) == 2 and result.deferred_ack == []
+    assert queued_in(parts, redis_client, b) == 0 and parts.holding, "b's partition is not called: its link waits"
+    assert parts.counts()["inflight"] == inflight + 2, "and the ack with it: a page ends when its links are queued"
+    parts.tick([op("child1", b)], n=2, worker="w")
+    assert queued_in(parts, redis_client, b) == 0
+    result = parts.tick([op("child2", b)], n=2, worker="w")  # 3 pending there: worth a call of their own
+    assert queued_in(parts, redis_client, b) == 3 and result.held_sent == 2 and not parts.holding
+    assert result.deferred_ack == [lease], "the ack goes one round after the links, as any ack across partitions"
+    parts.tick(safe_acks=result.deferred_ack)
+    assert redis_client.zscore(parts.keys.part(parts.keys.partition_of(a)).inflight, lease) is None
+    # links for the partition the round leases from go with it (b's, hinted ready now, may be the one)
+    before = {d: queued_in(parts, redis_client, d) for d in (a, b)}
+    got = parts.tick([op("sibling", a), op("sibling", b)], n=2, worker="w").tick
+    leased = lease_domain(got.taken[0].lease_id)
+    assert queued_in(parts, redis_client, leased) == before[leased] + 1 - len(got.taken)
+    assert parts.holding, "the other partition's link waits"
+
+
+@pytest.mark.parametrize("why", ["short of work", "hold elapsed", "closing"])
+def test_held_links_go_when_the_worker_runs_short_of_work_the_hold_elapses_or_it_closes(redis_client, why):
+    parts, a, b, lease = holding_worker(redis_client, link_hold=0.3 if why == "hold elapsed" else 60.0)
+    parts.tick([op("child", b)], acks=[lease], n=2, worker="w")
+    assert parts.holding and queued_in(parts, redis_client, b) == 0
+    if why == "short of work":
+        parts.tick(n=100, worker="w")  # fewer than asked: the next round sends everything
+        result = parts.tick()
+    elif why == "closing":
+        parts.drain()
+        result = parts.tick()
+    else:  # (rounds that lease nothing, as a worker's poll sends what is pending)
+        deadline = time.monotonic() + 10
+        result = parts.tick()
+        while parts.holding and time.monotonic() < deadline:
+            time.sleep(0.02)
+            result = parts.tick()
+    assert queued_in(parts, redis_client, b) == 1 and not parts.holding, why
+    assert result.deferred_ack == [lease]
+
+
+def test_a_reset_drops_the_links_and_acks_a_worker_held_for_the_crawl_that_ended(redis_client):
+    parts, a, b, lease = holding_worker(redis_client, link_hold=60.0)
+    parts.tick([op("old", b)], acks=[lease], n=2, worker="w")
+    assert parts.holding
+    redis_client.set(parts.keys.epoch, "after-a-reset")
+    parts.tick([op("new", b)], n=2, worker="w")
+    parts.drain()
+    parts.tick()
+    assert not parts.holding and queued_in(parts, redis_client, b) == 1, "only the link found after the reset"
+
+
+def test_no_link_is_held_with_link_hold_zero(redis_client):
+    parts, a, b, lease = holding_worker(redis_client, link_hold=0.0)
+    result = parts.tick([op("child", b)], acks=[lease], n=2, worker="w")
+    assert queued_in(parts, redis_client, b) == 1 and not parts.holding and result.deferred_ack == [lease]
+
+
+def test_a_busy_round_asks_one_partition_per_16_requests_and_one_after_a_short_round_spreads_again(redis_client):
+    parts = partitioned(redis_client, partitions=4, per_call=16)
+    parts.tick([op(str(i), d) for i in range(40) for d in DOMAINS])
+
+    def partitions_of(taken) -> set[int]:
+        return {parts.keys.partition_of(lease_domain(t.lease_id)) for t in taken}
+
+    first = parts.tick(n=8, worker="w").tick  # no round yet got what it asked: spread over 4
+    assert len(first.taken) == 8 and len(partitions_of(first.taken)) == 4
+    second = parts.tick(n=8, worker="w").tick  # busy: 8 requests are one partition's call
+    assert len(second.taken) == 8 and len(partitions_of(second.taken)) == 1
+    third = parts.tick(n=32, worker="w").tick
+    assert len(third.taken) == 32 and len(partitions_of(third.taken)) == 2
+    parts.tick(n=10_000, worker="w")  # short: the next round spreads again
+    parts.tick([op(f"more{i}", d) for i in range(5) for d in DOMAINS])
+    again = parts.tick(n=8, worker="w").tick
+    assert len(partitions_of(again.taken)) == 4
