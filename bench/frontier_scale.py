@@ -59,7 +59,12 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 SPIDER = "scale"
-BUCKETS = 32768  # DUPEFILTER_BUCKETS for 10M URLs (docs: buckets >= URLs / 400)
+BUCKETS = 32768  # the filter's sets for 10M URLs, over every partition (docs: buckets >= URLs / partitions / 400)
+
+
+def buckets(partitions: int) -> int:
+    """DUPEFILTER_BUCKETS (a partition's sets) for BUCKETS in all: the same sets and memory on every layout."""
+    return -(-BUCKETS // partitions)
 BATCH, LINKS, NEW_SHARE = 32, 10, 0.1
 LOCAL_FILTER = 100_000  # FRONTIER_LOCAL_FILTER_SIZE's default
 GOAL_US, GOAL_GROWTH, GOAL_SCALE = 30.0, 1.5, 2.5
@@ -128,7 +133,8 @@ def make_keys(partitions: int, cluster: bool):
 
     from crawlhub.frontier.keys import Keys
 
-    return Keys.for_spider(Settings({"DUPEFILTER_BUCKETS": BUCKETS}), SPIDER, partitions=partitions, cluster=cluster)
+    return Keys.for_spider(Settings({"DUPEFILTER_BUCKETS": buckets(partitions)}), SPIDER, partitions=partitions,
+                           cluster=cluster)
 
 
 def make_partitions(client, partitions: int, cluster: bool):
@@ -136,7 +142,7 @@ def make_partitions(client, partitions: int, cluster: bool):
     from crawlhub.frontier.partitions import Partitions
 
     keys = make_keys(partitions, cluster)
-    filters = [ExactFilter(part.dupefilter, BUCKETS) for part in keys.parts]
+    filters = [ExactFilter(part.dupefilter, buckets(partitions)) for part in keys.parts]
     # crawlhub's default politeness but the rate (DOMAIN_CONCURRENCY 8, FRONTIER_DOMAINS_PER_LEASE 16): the
     # rate is off so that Redis, not the domains' pace, is measured
     from crawlhub import default_settings as defaults
@@ -177,9 +183,9 @@ def fill(client, partitions: int, cluster: bool, queued: int, domains: list[str]
             sent = 0
     # the filter: as many 64-bit fingerprints, spread over every partition's buckets
     rng = random.Random(1)
-    per_bucket = max(1, queued // (BUCKETS * partitions))
+    per_bucket = max(1, queued // (buckets(partitions) * partitions))
     for part in keys.parts:
-        for bucket in range(BUCKETS):
+        for bucket in range(buckets(partitions)):
             pipe.sadd(f"{part.dupefilter}:{bucket:x}", *(rng.getrandbits(63) for _ in range(per_bucket)))
             sent += 1
             if sent >= 500:
@@ -299,7 +305,7 @@ def seed_duplicates(client, partitions: int, cluster: bool, names: list[str]) ->
     from crawlhub.frontier.dupefilter import ExactFilter
 
     keys = make_keys(partitions, cluster)
-    filters = [ExactFilter(part.dupefilter, BUCKETS) for part in keys.parts]
+    filters = [ExactFilter(part.dupefilter, buckets(partitions)) for part in keys.parts]
     rng = random.Random(2)
     old = [(rng.randbytes(20), rng.choice(names)) for _ in range(200_000)]
     nav = {d: [rng.randbytes(20) for _ in range(30)] for d in names}

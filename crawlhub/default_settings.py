@@ -112,8 +112,8 @@ FRONTIER_REPLICA_WAIT = 0
 # Most milliseconds one round waits for those replicas (then goes on, as with asynchronous replication).
 FRONTIER_REPLICA_WAIT_TIMEOUT = 100
 # Duplicate filter (docs/frontier.md): "exact" = 64-bit fingerprints in
-# DUPEFILTER_BUCKETS integer sets (~8.5 bytes per URL while each bucket stays
-# under Redis's set-max-intset-entries, 512: buckets >= URLs / 400); "bloom" =
+# DUPEFILTER_BUCKETS integer sets per partition (~8.5 bytes per URL while each bucket stays
+# under Redis's set-max-intset-entries, 512: buckets >= URLs / FRONTIER_PARTITIONS / 400); "bloom" =
 # a Bloom filter for DUPEFILTER_BLOOM_CAPACITY URLs at DUPEFILTER_BLOOM_ERROR_RATE
 # (RedisBloom when the server has it, else a Redis bitmap; ~1.8 bytes per URL at 0.1%).
 DUPEFILTER_MODE = "exact"

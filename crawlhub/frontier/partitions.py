@@ -346,6 +346,8 @@ class Partitions:
             # while rounds get all they ask (busy), one partition per per_call requests asked (each call costs its
             # master a few hundred microseconds beside its leases); short of work, per_lease of them
             asked = min(self.per_lease, math.ceil(reserved / self.per_call)) if self._busy else self.per_lease
+            if self._busy:  # the partitions the round calls anyway (finished downloads) first, then those with links
+                ready.sort(key=lambda p: (p in self.not_mine, p not in rounds, p not in links))
             chosen = ready[:max(1, asked)]
             share = math.ceil(reserved / len(chosen)) if chosen else 0
             left = reserved

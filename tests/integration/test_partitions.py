@@ -15,7 +15,7 @@ from scrapy.settings import Settings
 from crawlhub.frontier import control
 from crawlhub.frontier.dupefilter import make_filters
 from crawlhub.frontier.partitions import EMPTY, LayoutMismatch, Partitions, claim_layout, frontier_keys
-from crawlhub.frontier.records import DeadLetter, EnqueueOp, lease_domain
+from crawlhub.frontier.records import DeadLetter, EnqueueOp, Finish, lease_domain
 from tests.helpers import project_settings
 from tests.unit.test_partitions import layout
 
@@ -466,12 +466,18 @@ def two_partitions_apart(parts: Partitions) -> tuple[str, str]:
 
 
 def holding_worker(redis_client, **kwargs) -> tuple[Partitions, str, str, str]:
-    """A worker whose rounds lease from a's partition only (busy: each gets all it asks), with one lease of a held."""
+    """A worker whose rounds lease from a's partition only (busy: each gets all it asks), with one lease of a held.
+    Each of its rounds reports a download of a as over (``done(a)``), as a worker's do: a's partition is called anyway,
+    so the round leases from it first."""
     parts = partitioned(redis_client, per_lease=1, **kwargs)
     a, b = two_partitions_apart(parts)
     parts.tick([op(str(i), a) for i in range(40)])
     lease = parts.tick(n=2, worker="w").tick.taken[0].lease_id
     return parts, a, b, lease
+
+
+def done(domain: str) -> list[Finish]:
+    return [Finish(domain, "", "ok")]
 
 
 def queued_in(parts: Partitions, redis_client, domain: str) -> int:
@@ -481,32 +487,32 @@ def queued_in(parts: Partitions, redis_client, domain: str) -> int:
 def test_links_for_a_partition_the_round_does_not_call_wait_with_the_acks_until_enough_are_pending(redis_client):
     parts, a, b, lease = holding_worker(redis_client, link_hold=60.0, link_batch=3)
     inflight = parts.counts()["inflight"]
-    result = parts.tick([op("child0", b)], acks=[lease], n=2, worker="w")
+    result = parts.tick([op("child0", b)], done(a), acks=[lease], n=2, worker="w")
     assert len(result.tick.taken) == 2 and result.deferred_ack == []
     assert queued_in(parts, redis_client, b) == 0 and parts.holding, "b's partition is not called: its link waits"
     assert parts.counts()["inflight"] == inflight + 2, "and the ack with it: a page ends when its links are queued"
-    parts.tick([op("child1", b)], n=2, worker="w")
+    parts.tick([op("child1", b)], done(a), n=2, worker="w")
     assert queued_in(parts, redis_client, b) == 0
-    result = parts.tick([op("child2", b)], n=2, worker="w")  # 3 pending there: worth a call of their own
+    result = parts.tick([op("child2", b)], done(a), n=2, worker="w")  # 3 pending there: worth a call of their own
     assert queued_in(parts, redis_client, b) == 3 and result.held_sent == 2 and not parts.holding
     assert result.deferred_ack == [lease], "the ack goes one round after the links, as any ack across partitions"
     parts.tick(safe_acks=result.deferred_ack)
     assert redis_client.zscore(parts.keys.part(parts.keys.partition_of(a)).inflight, lease) is None
-    # links for the partition the round leases from go with it (b's, hinted ready now, may be the one)
-    before = {d: queued_in(parts, redis_client, d) for d in (a, b)}
-    got = parts.tick([op("sibling", a), op("sibling", b)], n=2, worker="w").tick
-    leased = lease_domain(got.taken[0].lease_id)
-    assert queued_in(parts, redis_client, leased) == before[leased] + 1 - len(got.taken)
+    # links for the partition the round leases from go with it
+    before = queued_in(parts, redis_client, a)
+    got = parts.tick([op("sibling", a), op("sibling", b)], done(a), n=2, worker="w").tick
+    assert {lease_domain(t.lease_id) for t in got.taken} == {a}
+    assert queued_in(parts, redis_client, a) == before + 1 - len(got.taken)
     assert parts.holding, "the other partition's link waits"
 
 
 @pytest.mark.parametrize("why", ["short of work", "hold elapsed", "closing"])
 def test_held_links_go_when_the_worker_runs_short_of_work_the_hold_elapses_or_it_closes(redis_client, why):
     parts, a, b, lease = holding_worker(redis_client, link_hold=0.3 if why == "hold elapsed" else 60.0)
-    parts.tick([op("child", b)], acks=[lease], n=2, worker="w")
+    parts.tick([op("child", b)], done(a), acks=[lease], n=2, worker="w")
     assert parts.holding and queued_in(parts, redis_client, b) == 0
     if why == "short of work":
-        parts.tick(n=100, worker="w")  # fewer than asked: the next round sends everything
+        parts.tick((), done(a), n=100, worker="w")  # fewer than asked: the next round sends everything
         result = parts.tick()
     elif why == "closing":
         parts.drain()
@@ -523,10 +529,10 @@ def test_held_links_go_when_the_worker_runs_short_of_work_the_hold_elapses_or_it
 
 def test_a_reset_drops_the_links_and_acks_a_worker_held_for_the_crawl_that_ended(redis_client):
     parts, a, b, lease = holding_worker(redis_client, link_hold=60.0)
-    parts.tick([op("old", b)], acks=[lease], n=2, worker="w")
+    parts.tick([op("old", b)], done(a), acks=[lease], n=2, worker="w")
     assert parts.holding
     redis_client.set(parts.keys.epoch, "after-a-reset")
-    parts.tick([op("new", b)], n=2, worker="w")
+    parts.tick([op("new", b)], done(a), n=2, worker="w")
     parts.drain()
     parts.tick()
     assert not parts.holding and queued_in(parts, redis_client, b) == 1, "only the link found after the reset"
@@ -534,7 +540,7 @@ def test_a_reset_drops_the_links_and_acks_a_worker_held_for_the_crawl_that_ended
 
 def test_no_link_is_held_with_link_hold_zero(redis_client):
     parts, a, b, lease = holding_worker(redis_client, link_hold=0.0)
-    result = parts.tick([op("child", b)], acks=[lease], n=2, worker="w")
+    result = parts.tick([op("child", b)], done(a), acks=[lease], n=2, worker="w")
     assert queued_in(parts, redis_client, b) == 1 and not parts.holding and result.deferred_ack == [lease]
 
 
