@@ -193,6 +193,9 @@ class Partitions:
         self._epoch: str | None = None  # the epoch the last lease round read
         self.replica_wait, self.replica_wait_ms = replica_wait, replica_wait_ms
         self.per_lease, self.per_call, self.recheck = max(1, per_lease), max(1, per_call), recheck
+        # on a Redis Cluster a busy round still picks its partitions at random: a worker keeping to the partitions
+        # it calls anyway saves calls, but a few workers would then load the masters of their few partitions only
+        self.spread = isinstance(server, RedisCluster)
         self.ops = [FrontierOps(server, keys.part(p), keys.spider, politeness, scan,
                                 filters[p] if filters else None, factor_max, recovery, lanes)
                     for p in range(keys.partitions)]
@@ -346,7 +349,8 @@ class Partitions:
             # while rounds get all they ask (busy), one partition per per_call requests asked (each call costs its
             # master a few hundred microseconds beside its leases); short of work, per_lease of them
             asked = min(self.per_lease, math.ceil(reserved / self.per_call)) if self._busy else self.per_lease
-            if self._busy:  # the partitions the round calls anyway (finished downloads) first, then those with links
+            if self._busy and not self.spread:
+                # one server: the partitions the round calls anyway (finished downloads) first, then those with links
                 ready.sort(key=lambda p: (p in self.not_mine, p not in rounds, p not in links))
             chosen = ready[:max(1, asked)]
             share = math.ceil(reserved / len(chosen)) if chosen else 0
