@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 import zlib
 
 import pytest
@@ -16,6 +15,7 @@ from crawlhub.frontier import control
 from crawlhub.frontier.dupefilter import make_filters
 from crawlhub.frontier.partitions import EMPTY, LayoutMismatch, Partitions, claim_layout, frontier_keys
 from crawlhub.frontier.records import DeadLetter, EnqueueOp, Finish, lease_domain
+from tests.harness import wait_for
 from tests.helpers import project_settings
 from tests.unit.test_partitions import layout
 
@@ -517,12 +517,15 @@ def test_held_links_go_when_the_worker_runs_short_of_work_the_hold_elapses_or_it
     elif why == "closing":
         parts.drain()
         result = parts.tick()
-    else:  # (rounds that lease nothing, as a worker's poll sends what is pending)
-        deadline = time.monotonic() + 10
-        result = parts.tick()
-        while parts.holding and time.monotonic() < deadline:
-            time.sleep(0.02)
-            result = parts.tick()
+    else:  # rounds that lease nothing, as a worker's poll sends what is pending, until the hold has elapsed
+        rounds = []
+
+        def sent() -> bool:
+            rounds.append(parts.tick())
+            return not parts.holding
+
+        wait_for(sent, 10, step=0.05)
+        result = rounds[-1]
     assert queued_in(parts, redis_client, b) == 1 and not parts.holding, why
     assert result.deferred_ack == [lease]
 
