@@ -319,9 +319,7 @@ class Partitions:
                      prior_ack: list[str]) -> RoundResult:
         rounds: dict[int, _Round] = {}
         mine = self.ops[0].lanes
-        links: dict[int, list[EnqueueOp]] = {}  # partition -> links to send or hold, those held before first
-        for op in [*prior_enq, *enqueues]:
-            links.setdefault(self.keys.partition_of(op.domain), []).append(op)
+        links = self._by_partition([*prior_enq, *enqueues])  # to send or hold, those held before first
         for op in enqueues:
             p = self.keys.partition_of(op.domain)
             if self.not_mine and split_queue(op.domain)[1] in mine:
@@ -341,10 +339,7 @@ class Partitions:
                 # a reset (or a frontier gone) since they were held: they belong to the crawl that ended
                 logger.warning("The frontier's epoch moved: %d links and %d acks held for later rounds dropped",
                                len(prior_enq), len(prior_ack))
-                links = {}
-                for op in enqueues:
-                    links.setdefault(self.keys.partition_of(op.domain), []).append(op)
-                prior_enq, prior_ack = [], []
+                links, prior_enq, prior_ack = self._by_partition(enqueues), [], []
             self._epoch = epoch
             # while rounds get all they ask (busy), one partition per per_call requests asked (each call costs its
             # master a few hundred microseconds beside its leases); short of work, per_lease of them
@@ -443,6 +438,12 @@ class Partitions:
         if n > 0:
             self._busy = status == "ok" and len(merged.taken) >= n
         return result
+
+    def _by_partition(self, ops: Iterable[EnqueueOp]) -> dict[int, list[EnqueueOp]]:
+        links: dict[int, list[EnqueueOp]] = {}
+        for op in ops:
+            links.setdefault(self.keys.partition_of(op.domain), []).append(op)
+        return links
 
     def _holds(self, links: dict[int, list[EnqueueOp]], called: set[int], n: int, status: str,
                chosen: list[int], ttl: float) -> set[int]:

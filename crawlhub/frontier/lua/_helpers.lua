@@ -34,13 +34,16 @@ local function wake(ctx, d)
     redis.call('ZADD', lane_schedule(ctx, lane), 'XX', 'LT', now_s, lane == '' and host or host .. '#' .. lane)
   end
 end
--- one ZADD of many (score, member) pairs, in chunks (unpack has a limit); flags: {'NX'}, {'XX', 'LT'}, {}
-local function zadd_all(key, flags, pairs_)
-  for i = 1, #pairs_, 1000 do
+-- one command over many arguments (ZADD's pairs, HSET's fields, a list's pushes, members to remove), in chunks
+-- of 1000 (unpack has a limit); flags go before them ({'NX'}, {'XX', 'LT'}, {}). Returns the replies summed.
+local function call_all(cmd, key, flags, items)
+  local total = 0
+  for i = 1, #items, 1000 do
     local args = {key, unpack(flags)}
-    for j = i, math.min(i + 999, #pairs_) do args[#args + 1] = pairs_[j] end
-    redis.call('ZADD', unpack(args))
+    for j = i, math.min(i + 999, #items) do args[#args + 1] = items[j] end
+    total = total + (tonumber(redis.call(cmd, unpack(args))) or 0)
   end
+  return total
 end
 local function flush_wakes(ctx)
   local w = ctx.wakes
@@ -52,7 +55,7 @@ local function flush_wakes(ctx)
       args[#args + 1] = now_s
       args[#args + 1] = lane == '' and host or host .. '#' .. lane
     end
-    zadd_all(lane_schedule(ctx, lane), {'XX', 'LT'}, args)
+    call_all('ZADD', lane_schedule(ctx, lane), {'XX', 'LT'}, args)
   end
 end
 -- A batch (ctx.batch, tick.lua): the pushes and slot releases of one call, gathered per list and per
@@ -112,8 +115,8 @@ local function flush_batch(ctx)
   if not b then return end
   for _, l in ipairs(b.order) do
     local entry = b.lists[l]
-    for i = 1, #entry.tail, 1000 do redis.call('RPUSH', l, unpack(entry.tail, i, math.min(i + 999, #entry.tail))) end
-    for i = 1, #entry.head, 1000 do redis.call('LPUSH', l, unpack(entry.head, i, math.min(i + 999, #entry.head))) end
+    call_all('RPUSH', l, {}, entry.tail)
+    call_all('LPUSH', l, {}, entry.head)
   end
   local scheduled, schedules = {}, {}  -- the domains, one ZADD per schedule
   for _, set in pairs(b.sets) do
@@ -128,14 +131,10 @@ local function flush_batch(ctx)
       members[#members + 1] = d
     end
   end
-  for sched, members in pairs(schedules) do zadd_all(sched, {'NX'}, members) end
+  for sched, members in pairs(schedules) do call_all('ZADD', sched, {'NX'}, members) end
   for d, n in pairs(b.counts) do redis.call('HINCRBY', ctx.counts, d, n) end
   for d, members in pairs(b.released) do
-    local removed = 0
-    for i = 1, #members, 1000 do
-      removed = removed + redis.call('ZREM', ctx.domain .. d .. ':active', unpack(members, i, math.min(i + 999, #members)))
-    end
-    if removed > 0 then wake(ctx, d) end
+    if call_all('ZREM', ctx.domain .. d .. ':active', {}, members) > 0 then wake(ctx, d) end
   end
 end
 -- take up to k requests of a domain: best priority first, FIFO within one

@@ -224,13 +224,11 @@ if n > 0 then
   ctx.limit_of = nil
   if numbered > 0 then
     redis.call('INCRBY', ctx.seq, numbered)
-    zadd_all(ctx.inflight, {}, zin)
-    for i = 1, #hset, 1000 do redis.call('HSET', ctx.leases, unpack(hset, i, math.min(i + 999, #hset))) end
+    call_all('ZADD', ctx.inflight, {}, zin)
+    call_all('HSET', ctx.leases, {}, hset)
   end
-  for sched, t in pairs(moved) do zadd_all(sched, {}, t) end
-  for sched, t in pairs(gone) do
-    for i = 1, #t, 1000 do redis.call('ZREM', sched, unpack(t, i, math.min(i + 999, #t))) end
-  end
+  for sched, t in pairs(moved) do call_all('ZADD', sched, {}, t) end
+  for sched, t in pairs(gone) do call_all('ZREM', sched, {}, t) end
   if limit > 0 and granted > 0 then redis.call('INCRBY', ctx.budget_used, granted) end
   -- when this worker may next find work (its lanes, and retries coming due), and when anyone may (every lane:
   -- a partitioned frontier's hint, so that a worker never writes "empty" over another lane's work)
