@@ -69,6 +69,27 @@ def test_priority_across_ready_domains(make):
     assert lease_domain(first[0]) == "high.test"
 
 
+def test_a_lease_reads_more_heads_only_while_it_still_wants_requests(make, redis_client):
+    """A lease reads its ready domains' heads FRONTIER_DOMAINS_PER_LEASE (16) at a time: a round the first 16
+    domains serve reads no more heads than a lease of one; one they cannot serve reads on until it has its n."""
+    frontier, _ = make()  # no pace, no cap: a domain gives as many as asked
+
+    def zranges(n):
+        redis_client.config_resetstat()
+        taken, _ = frontier.lease("w", 60, n)
+        return len(taken), int(redis_client.info("commandstats").get("cmdstat_zrange", {}).get("calls", 0))
+
+    for i in range(40):
+        fill(frontier, f"d{i:02}.test", 4)
+    one = zranges(1)
+    assert one[0] == 1
+    assert zranges(32) == (32, one[1]), "the first 16 domains serve 32: no more heads read than for one"
+    for i in range(40):
+        fill(frontier, f"a{i:02}.test", 1)  # 40 domains of one request each, first in the schedule (score 0, by name)
+    got, read = zranges(40)
+    assert got == 40 and read >= one[1] + 24, "one request a domain: the heads of 40 domains read, 16 at a time"
+
+
 def test_concurrency_cap_and_release(make, redis_client):
     frontier, pol = make(DOMAIN_CONCURRENCY=2)
     fill(frontier, "c.test", 6)

@@ -106,8 +106,6 @@ if n > 0 then
     ahead = 0
   end
   local conf = a.conf
-  -- ready domains, best head-of-queue priority first, then longest ready
-  local heads = {}
   -- the round's schedule changes, written per schedule after the loop (nothing in it reads a schedule):
   -- moved[sched] = {score, domain, ...}, gone[sched] = {domain, ...}
   local moved, gone = {}, {}
@@ -122,29 +120,54 @@ if n > 0 then
     if not t then t = {}; gone[sched] = t end
     t[#t + 1] = d
   end
-  -- at least as many domains as requests wanted (each may have only one ready), in each lane this worker takes
-  local scan = math.max(tonumber(a.scan) or 16, n + ahead)
+  -- the ready domains, in ready order: at most as many as requests wanted (each may have only one ready) and
+  -- at least FRONTIER_DOMAINS_PER_LEASE, per lane this worker takes, the lanes taking turns by position
+  local scan = tonumber(a.scan) or 16
+  local window = math.max(scan, n + ahead)
   local lanes = a.lanes or {''}
-  for _, lane in ipairs(lanes) do
-    local sched = lane_schedule(ctx, lane)
-    for i, d in ipairs(redis.call('ZRANGEBYSCORE', sched, '-inf', now_s, 'LIMIT', 0, scan)) do
+  local lists, longest = {}, 0
+  for l, lane in ipairs(lanes) do
+    lists[l] = redis.call('ZRANGEBYSCORE', lane_schedule(ctx, lane), '-inf', now_s, 'LIMIT', 0, window)
+    longest = math.max(longest, #lists[l])
+  end
+  local ready, ready_sched = lists[1] or {}, {}  -- (one lane: its list as it came)
+  if #lanes > 1 then
+    ready = {}
+    for i = 1, longest do
+      for l, lane in ipairs(lanes) do
+        if lists[l][i] then ready[#ready + 1] = lists[l][i]; ready_sched[#ready] = lane_schedule(ctx, lane) end
+      end
+    end
+  end
+  local one_sched = lane_schedule(ctx, lanes[1] or '')
+  -- the heads of the next `scan` ready domains, best head-of-queue priority first, then longest ready: read a
+  -- chunk at a time, and the next chunk only if the round still wants requests (a head read costs a command and a
+  -- table; most rounds are served by the first domains)
+  local next_ready = 1
+  local function chunk()
+    local heads = {}
+    local last = math.min(#ready, next_ready + scan - 1)
+    for j = next_ready, last do
+      local d, sched = ready[j], ready_sched[j] or one_sched
       -- its best two priorities (a member is its priority, its score the opposite: no score to format); one
       -- alone tells pop that its list emptied is the domain emptied
       local h = redis.call('ZRANGE', ctx.prefix .. ':' .. d, 0, 1)
-      if #h == 0 then drop(sched, d) else table.insert(heads, {d, -(tonumber(h[1]) or 0), i, h[1], sched, #h == 1}) end
+      if #h == 0 then drop(sched, d) else heads[#heads + 1] = {d, -(tonumber(h[1]) or 0), j, h[1], sched, #h == 1} end
     end
-  end
-  table.sort(heads, function(x, y) if x[2] ~= y[2] then return x[2] < y[2] end return x[3] < y[3] end)
-  -- untagged, the run-time limits of every domain the round may visit, in one read (policy: ctx.limit_of)
-  if ctx.limits and #heads > 0 then
-    local hosts, seen = {}, {}
-    for _, h in ipairs(heads) do
-      local host = host_of(h[1])
-      if not seen[host] then seen[host] = true; hosts[#hosts + 1] = host end
+    next_ready = last + 1
+    table.sort(heads, function(x, y) if x[2] ~= y[2] then return x[2] < y[2] end return x[3] < y[3] end)
+    -- untagged, the run-time limits of every domain of the chunk, in one read (policy: ctx.limit_of)
+    if ctx.limits and #heads > 0 then
+      local hosts, seen = {}, {}
+      for _, h in ipairs(heads) do
+        local host = host_of(h[1])
+        if not seen[host] then seen[host] = true; hosts[#hosts + 1] = host end
+      end
+      local values = redis.call('HMGET', ctx.limits, unpack(hosts))
+      ctx.limit_of = {}
+      for i, host in ipairs(hosts) do ctx.limit_of[host] = values[i] end
     end
-    local values = redis.call('HMGET', ctx.limits, unpack(hosts))
-    ctx.limit_of = {}
-    for i, host in ipairs(hosts) do ctx.limit_of[host] = values[i] end
+    return heads
   end
   -- the leases of the round: their ids numbered from the sequence read once (GET, then one INCRBY), their
   -- deadlines and payloads written once for every domain after the loop
@@ -152,71 +175,73 @@ if n > 0 then
   local zin, hset = {}, {}
   local deadline, holder = deadline_s(now + tonumber(a.ttl)), tostring(a.worker or '') .. '\t' .. string.format('%.3f', now) .. '\t'
   local granted = 0
-  for _, h in ipairs(heads) do
-    if granted >= n + ahead then break end
-    local d, sched = h[1], h[5]
-    local host = host_of(d)  -- (a lane's queue keeps its domain's pace and slots)
-    local p = policy(host, conf, ctx)
-    local free = p.interval == 0 and p.conc == 0  -- (no pace, no cap: may be leased ahead)
-    if granted >= n and not free then
-      -- n are leased; only unlimited domains are leased ahead: this one stays as it is for the next round
-    elseif p.ready > now then
-      move(sched, ts(p.ready), d)
-    else
-      local ak = p.sk .. ':active'
-      local k, room = (free and n + ahead or n) - granted, nil
-      local share = nil  -- this worker's fair share of the domain's slots, less what it holds
-      if p.conc > 0 then
-        -- downloads whose lease has not expired (an expired one's slot is free; reclaim removes it)
-        room = p.conc - redis.call('ZCOUNT', ak, '(' .. now_s, '+inf')
-        k = math.min(k, room)
-        local workers = tonumber(a.workers) or 1
-        if workers > 1 then
-          share = math.ceil(p.conc / workers) - (tonumber((a.held or {})[host]) or 0)
-        end
-      end
-      -- at its concurrency cap, a domain waits: a finishing download moves it forward
-      local recheck = now + (tonumber(conf['recheck']) or 1)
-      local full_share = share ~= nil and share <= 0
-      if share ~= nil and share > 0 then k = math.min(k, share) end
-      if full_share and k > 0 then
-        -- this worker holds its share: the free slots stay for the others, the schedule as it is
-      elseif k <= 0 then
-        move(sched, ts(recheck), d)
+  while granted < n + ahead and next_ready <= #ready do
+    for _, h in ipairs(chunk()) do
+      if granted >= n + ahead then break end
+      local d, sched = h[1], h[5]
+      local host = host_of(d)  -- (a lane's queue keeps its domain's pace and slots)
+      local p = policy(host, conf, ctx)
+      local free = p.interval == 0 and p.conc == 0  -- (no pace, no cap: may be leased ahead)
+      if granted >= n and not free then
+        -- n are leased; only unlimited domains are leased ahead: this one stays as it is for the next round
+      elseif p.ready > now then
+        move(sched, ts(p.ready), d)
       else
-        local c, t = 0, p.tat
-        while c < k and (p.interval == 0 or t - p.tau <= now) do
-          c = c + 1
-          t = math.max(t, now) + p.interval
-        end
-        local items, empty = pop(ctx, d, c, h[4], h[6])
-        take(p, #items)
-        if #items > 0 then
-          if seq == nil then seq = tonumber(redis.call('GET', ctx.seq) or '0') end
-          local zact = {}
-          for _, item in ipairs(items) do
-            numbered = numbered + 1
-            local id = string.format('%d', seq + numbered) .. '@' .. d
-            zin[#zin + 1] = deadline; zin[#zin + 1] = id
-            hset[#hset + 1] = id; hset[#hset + 1] = holder .. item
-            if p.conc > 0 then zact[#zact + 1] = deadline; zact[#zact + 1] = ctx.spider .. '/' .. id end
-            out[#out + 1] = id
-            out[#out + 1] = item
+        local ak = p.sk .. ':active'
+        local k, room = (free and n + ahead or n) - granted, nil
+        local share = nil  -- this worker's fair share of the domain's slots, less what it holds
+        if p.conc > 0 then
+          -- downloads whose lease has not expired (an expired one's slot is free; reclaim removes it)
+          room = p.conc - redis.call('ZCOUNT', ak, '(' .. now_s, '+inf')
+          k = math.min(k, room)
+          local workers = tonumber(a.workers) or 1
+          if workers > 1 then
+            share = math.ceil(p.conc / workers) - (tonumber((a.held or {})[host]) or 0)
           end
-          -- the active set counts a capped domain's downloads (at once: another lane of the domain may be
-          -- visited next); a domain without a cap (DOMAIN_CONCURRENCY=0) has nothing to count: no member per
-          -- page. (A cap set later counts the downloads leased after it.)
-          if #zact > 0 then redis.call('ZADD', ak, unpack(zact)) end
-          granted = granted + #items
         end
-        if p.new_window then redis.call('ZADD', ctx.known, now_s, host) end  -- `limits show`: to 10 s
-        if empty == nil then empty = redis.call('EXISTS', ctx.prefix .. ':' .. d) == 0 end
-        if empty then
-          drop(sched, d)
-        elseif room ~= nil and room <= #items then
-          move(sched, ts(math.max(p.tat - p.tau, recheck)), d)
+        -- at its concurrency cap, a domain waits: a finishing download moves it forward
+        local recheck = now + (tonumber(conf['recheck']) or 1)
+        local full_share = share ~= nil and share <= 0
+        if share ~= nil and share > 0 then k = math.min(k, share) end
+        if full_share and k > 0 then
+          -- this worker holds its share: the free slots stay for the others, the schedule as it is
+        elseif k <= 0 then
+          move(sched, ts(recheck), d)
         else
-          move(sched, ts(math.max(p.tat - p.tau, now)), d)
+          local c, t = 0, p.tat
+          while c < k and (p.interval == 0 or t - p.tau <= now) do
+            c = c + 1
+            t = math.max(t, now) + p.interval
+          end
+          local items, empty = pop(ctx, d, c, h[4], h[6])
+          take(p, #items)
+          if #items > 0 then
+            if seq == nil then seq = tonumber(redis.call('GET', ctx.seq) or '0') end
+            local zact = {}
+            for _, item in ipairs(items) do
+              numbered = numbered + 1
+              local id = string.format('%d', seq + numbered) .. '@' .. d
+              zin[#zin + 1] = deadline; zin[#zin + 1] = id
+              hset[#hset + 1] = id; hset[#hset + 1] = holder .. item
+              if p.conc > 0 then zact[#zact + 1] = deadline; zact[#zact + 1] = ctx.spider .. '/' .. id end
+              out[#out + 1] = id
+              out[#out + 1] = item
+            end
+            -- the active set counts a capped domain's downloads (at once: another lane of the domain may be
+            -- visited next); a domain without a cap (DOMAIN_CONCURRENCY=0) has nothing to count: no member per
+            -- page. (A cap set later counts the downloads leased after it.)
+            if #zact > 0 then redis.call('ZADD', ak, unpack(zact)) end
+            granted = granted + #items
+          end
+          if p.new_window then redis.call('ZADD', ctx.known, now_s, host) end  -- `limits show`: to 10 s
+          if empty == nil then empty = redis.call('EXISTS', ctx.prefix .. ':' .. d) == 0 end
+          if empty then
+            drop(sched, d)
+          elseif room ~= nil and room <= #items then
+            move(sched, ts(math.max(p.tat - p.tau, recheck)), d)
+          else
+            move(sched, ts(math.max(p.tat - p.tau, now)), d)
+          end
         end
       end
     end
