@@ -232,3 +232,39 @@ def test_a_domain_emptied_by_its_lease_leaves_no_count_behind_even_one_that_drif
     fill(frontier, "f.test", 3)
     taken, _ = frontier.lease("w", 60, 1)
     assert len(taken) == 1 and redis_client.hget("sp:queued", "f.test") == b"2"
+
+
+def test_a_count_that_drifted_never_drops_a_queue_nor_keeps_an_empty_one_scheduled(make, redis_client):
+    """A lease that takes all it asks from a domain's only priority reads its count, not the list: a count that
+    drifted low is checked against the list (nothing is dropped); one that drifted high is set right the next round."""
+    frontier, _ = make()
+    fill(frontier, "low.test", 3)
+    redis_client.hset("sp:queued", "low.test", 1)  # says one is queued where three are
+    taken, _ = frontier.lease("w", 60, 1)
+    assert domains(taken) == ["low.test"]
+    assert redis_client.zscore("sp:domains", "low.test") is not None, "two are left: the domain stays scheduled"
+    rest = [frontier.lease("w", 60, 5)[0] for _ in range(2)]
+    assert sum(map(len, rest)) == 2, "nothing was dropped"
+    fill(frontier, "high.test", 1)
+    redis_client.hincrby("sp:queued", "high.test", 4)  # says five where one is
+    assert domains(frontier.lease("w", 60, 1)[0]) == ["high.test"]
+    assert frontier.lease("w", 60, 1)[0] == []
+    assert redis_client.zscore("sp:domains", "high.test") is None and redis_client.hget("sp:queued", "high.test") is None
+
+
+def test_an_ack_sent_with_its_downloads_end_frees_the_slot_once(make, redis_client):
+    """A download's end frees its slot; its page's ack in the same call does not ask again (one ZREM of the
+    domain's active set, not two)."""
+    frontier, pol = make(DOMAIN_CONCURRENCY=4)
+    fill(frontier, "s.test", 2)
+    taken, _ = frontier.lease("w", 60, 2)
+    redis_client.config_resetstat()
+    result = frontier.tick(finishes=[("s.test", lid, pol.outcome(200), 0) for lid, _ in taken],
+                           acks=[lid for lid, _ in taken])
+    assert result.acked == 2 and redis_client.zcard("crawlhub:domain:s.test:active") == 0
+    zrem = int(redis_client.info("commandstats")["cmdstat_zrem"]["calls"])
+    assert zrem == 2, "the in-flight set once, the domain's active set once"
+    frontier.enqueue("http://s.test/2", b'{"url": "http://s.test/2"}', 0, domain="s.test")
+    (lid, _), = frontier.lease("w", 60, 1)[0]
+    assert frontier.ack([lid]) == 1 and redis_client.zcard("crawlhub:domain:s.test:active") == 0, \
+        "an ack alone still frees the slot"

@@ -72,6 +72,7 @@ local function release(ctx, id)
     local host = host_of(d)
     b.released[host] = b.released[host] or {}
     table.insert(b.released[host], ctx.spider .. '/' .. id)
+    if ctx.freed then ctx.freed[id] = true end
     return 1
   end
   if redis.call('ZREM', ctx.domain .. host_of(d) .. ':active', ctx.spider .. '/' .. id) == 1 then
@@ -138,12 +139,13 @@ local function flush_batch(ctx)
   end
 end
 -- take up to k requests of a domain: best priority first, FIFO within one
--- (first: the best priority, when the caller just read it; only: it is the domain's only one). Returns the
--- requests, and whether the domain's queue is now empty (nil: not known without asking).
-local function pop(ctx, d, k, first, only)
-  local q = ctx.prefix .. ':' .. d
+-- (first: the best priority, when the caller just read it; only: it is the domain's only one; q: its queue's
+-- key, when the caller made it). Returns the requests, and whether the domain's queue is now empty (nil: not
+-- known without asking).
+local function pop(ctx, d, k, first, only, q)
+  q = q or ctx.prefix .. ':' .. d
   local out = {}
-  local empty = nil
+  local empty, left = nil, nil
   while #out < k do
     local best = first and {first} or redis.call('ZRANGE', q, 0, 0)
     local alone = first and only
@@ -152,7 +154,15 @@ local function pop(ctx, d, k, first, only)
     local l = q .. ':' .. best[1]
     local want = k - #out
     local got = redis.call('LPOP', l, want) or {}
-    for _, p in ipairs(got) do table.insert(out, p) end
+    for _, p in ipairs(got) do out[#out + 1] = p end
+    if #got == want and alone then
+      -- as many as asked from its only priority: its count tells whether any is left, and only a count at 0 (or
+      -- one that drifted below) asks the list. (One that drifted above: the next round finds the list empty.)
+      left = redis.call('HINCRBY', ctx.counts, d, -#out)
+      empty = left <= 0 and redis.call('LLEN', l) == 0
+      if empty then redis.call('ZREM', q, best[1]) end
+      break
+    end
     -- fewer than asked: the list is empty (Redis deleted it); as many: ask whether it is
     if #got < want or redis.call('LLEN', l) == 0 then
       redis.call('ZREM', q, best[1])
@@ -164,7 +174,7 @@ local function pop(ctx, d, k, first, only)
   -- the domain's count: gone with its queue (a count that drifted is set right), else less what was taken
   if empty then
     redis.call('HDEL', ctx.counts, d)
-  elseif #out > 0 and redis.call('HINCRBY', ctx.counts, d, -#out) <= 0 then
+  elseif #out > 0 and (left or redis.call('HINCRBY', ctx.counts, d, -#out)) <= 0 then
     redis.call('HDEL', ctx.counts, d)
   end
   return out, empty

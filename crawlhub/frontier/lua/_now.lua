@@ -11,6 +11,8 @@ local function ts(x)
   return string.format('%d.%06d', (us - f) / 1000000, f)
 end
 local now_s = t[1] .. '.' .. string.rep('0', 6 - #t[2]) .. t[2]
+-- the same, made once for every domain a script visits: after now (a ZCOUNT's exclusive bound), now's day
+local after_now_s, today_s = '(' .. now_s, string.format('%d', math.floor(now / 86400))
 -- A deadline (a lease's, its download slot's): rounded up to the second. An integral score is stored
 -- in a small sorted set without formatting a double (Redis 7.0 formats each with "%.17g", several
 -- microseconds per member); a lease lives at most a second longer.

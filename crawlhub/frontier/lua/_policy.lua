@@ -35,15 +35,15 @@ local function take(p, n)
   for i = 1, n do p.tat = math.max(p.tat, now) + p.interval end
   local win = math.floor(now / 10)
   if p.win == win then
-    redis.call('HSET', p.sk, 'cnt', p.cnt + n, 'tat', ts(p.tat), 'last', string.format('%.3f', now))
+    redis.call('HSET', p.sk, 'cnt', p.cnt + n, 'tat', ts(p.tat), 'last', now_s)
   else
     local prev = 0
     if p.win == win - 1 then prev = p.cnt end
-    local day = string.format('%d', math.floor(now / 86400))
+    local day = today_s
     if p.xd == day then
-      redis.call('HSET', p.sk, 'win', win, 'cnt', n, 'prev', prev, 'tat', ts(p.tat), 'last', string.format('%.3f', now))
+      redis.call('HSET', p.sk, 'win', win, 'cnt', n, 'prev', prev, 'tat', ts(p.tat), 'last', now_s)
     else
-      redis.call('HSET', p.sk, 'win', win, 'cnt', n, 'prev', prev, 'tat', ts(p.tat), 'last', string.format('%.3f', now),
+      redis.call('HSET', p.sk, 'win', win, 'cnt', n, 'prev', prev, 'tat', ts(p.tat), 'last', now_s,
                  'xd', day)
       redis.call('EXPIRE', p.sk, 604800)
       if p.conc > 0 then redis.call('ZREMRANGEBYSCORE', p.sk .. ':active', '-inf', now_s) end  -- expired slots

@@ -28,6 +28,8 @@ ctx.factor_max, ctx.recovery = a.factor_max, a.recovery
 -- the enqueues' pushes and the finishes' slot releases are gathered and written per domain (flush_batch),
 -- before the acks and the leases (nothing between pops or raises a schedule score)
 ctx.batch, ctx.factors = new_batch(), {}
+-- the leases whose slots this call frees (their downloads' ends): their acks need not free them again
+ctx.freed = {}
 -- the domains whose slots free up (acks, releases, slow-downs) are woken in one ZADD per lane (flush_wakes),
 -- before anything returns or reads a schedule
 ctx.wakes = {hosts = {}, seen = {}}
@@ -66,7 +68,7 @@ for i = 1, #ids, 500 do
   redis.call('HDEL', ctx.leases, unpack(chunk))
   local by_domain = {}
   for _, id in ipairs(chunk) do
-    local d = domain_of(id)
+    local d = not ctx.freed[id] and domain_of(id)
     if d then
       d = host_of(d)  -- (a lane's lease holds a slot of its domain)
       by_domain[d] = by_domain[d] or {}
@@ -151,8 +153,9 @@ if n > 0 then
       local d, sched = ready[j], ready_sched[j] or one_sched
       -- its best two priorities (a member is its priority, its score the opposite: no score to format); one
       -- alone tells pop that its list emptied is the domain emptied
-      local h = redis.call('ZRANGE', ctx.prefix .. ':' .. d, 0, 1)
-      if #h == 0 then drop(sched, d) else heads[#heads + 1] = {d, -(tonumber(h[1]) or 0), j, h[1], sched, #h == 1} end
+      local q = ctx.prefix .. ':' .. d
+      local h = redis.call('ZRANGE', q, 0, 1)
+      if #h == 0 then drop(sched, d) else heads[#heads + 1] = {d, -(tonumber(h[1]) or 0), j, h[1], sched, #h == 1, q} end
     end
     next_ready = last + 1
     table.sort(heads, function(x, y) if x[2] ~= y[2] then return x[2] < y[2] end return x[3] < y[3] end)
@@ -192,7 +195,7 @@ if n > 0 then
         local share = nil  -- this worker's fair share of the domain's slots, less what it holds
         if p.conc > 0 then
           -- downloads whose lease has not expired (an expired one's slot is free; reclaim removes it)
-          room = p.conc - redis.call('ZCOUNT', ak, '(' .. now_s, '+inf')
+          room = p.conc - redis.call('ZCOUNT', ak, after_now_s, '+inf')
           k = math.min(k, room)
           local workers = tonumber(a.workers) or 1
           if workers > 1 then
@@ -213,7 +216,7 @@ if n > 0 then
             c = c + 1
             t = math.max(t, now) + p.interval
           end
-          local items, empty = pop(ctx, d, c, h[4], h[6])
+          local items, empty = pop(ctx, d, c, h[4], h[6], h[7])
           take(p, #items)
           if #items > 0 then
             if seq == nil then seq = tonumber(redis.call('GET', ctx.seq) or '0') end
@@ -234,7 +237,7 @@ if n > 0 then
             granted = granted + #items
           end
           if p.new_window then redis.call('ZADD', ctx.known, now_s, host) end  -- `limits show`: to 10 s
-          if empty == nil then empty = redis.call('EXISTS', ctx.prefix .. ':' .. d) == 0 end
+          if empty == nil then empty = redis.call('EXISTS', h[7]) == 0 end
           if empty then
             drop(sched, d)
           elseif room ~= nil and room <= #items then
