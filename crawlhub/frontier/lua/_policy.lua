@@ -39,15 +39,14 @@ local function take(p, n)
   else
     local prev = 0
     if p.win == win - 1 then prev = p.cnt end
-    local day = today_s
-    if p.xd == day then
+    if p.xd == today_s then
       redis.call('HSET', p.sk, 'win', win, 'cnt', n, 'prev', prev, 'tat', ts(p.tat), 'last', now_s)
     else
       redis.call('HSET', p.sk, 'win', win, 'cnt', n, 'prev', prev, 'tat', ts(p.tat), 'last', now_s,
-                 'xd', day)
+                 'xd', today_s)
       redis.call('EXPIRE', p.sk, 604800)
       if p.conc > 0 then redis.call('ZREMRANGEBYSCORE', p.sk .. ':active', '-inf', now_s) end  -- expired slots
-      p.xd = day
+      p.xd = today_s
     end
     p.new_window = true
   end

@@ -60,24 +60,20 @@ if fresh > 0 then redis.call('INCRBY', ctx.seen, fresh) end
 for _, f in ipairs(a.fin or {}) do finish(ctx, f.domain, f.lease, f.outcome, f.retry_after) end
 flush_batch(ctx)
 -- acks, a few commands per domain instead of four per lease
-local acked = 0
 local ids = a.ack or {}
-for i = 1, #ids, 500 do
-  local chunk = {unpack(ids, i, math.min(i + 499, #ids))}
-  acked = acked + redis.call('ZREM', ctx.inflight, unpack(chunk))
-  redis.call('HDEL', ctx.leases, unpack(chunk))
-  local by_domain = {}
-  for _, id in ipairs(chunk) do
-    local d = not ctx.freed[id] and domain_of(id)
-    if d then
-      d = host_of(d)  -- (a lane's lease holds a slot of its domain)
-      by_domain[d] = by_domain[d] or {}
-      table.insert(by_domain[d], ctx.spider .. '/' .. id)
-    end
+local acked = call_all('ZREM', ctx.inflight, {}, ids)
+call_all('HDEL', ctx.leases, {}, ids)
+local by_domain = {}
+for _, id in ipairs(ids) do
+  local d = not ctx.freed[id] and domain_of(id)
+  if d then
+    d = host_of(d)  -- (a lane's lease holds a slot of its domain)
+    by_domain[d] = by_domain[d] or {}
+    table.insert(by_domain[d], ctx.spider .. '/' .. id)
   end
-  for d, members in pairs(by_domain) do
-    if redis.call('ZREM', ctx.domain .. d .. ':active', unpack(members)) > 0 then wake(ctx, d) end
-  end
+end
+for d, members in pairs(by_domain) do
+  if call_all('ZREM', ctx.domain .. d .. ':active', {}, members) > 0 then wake(ctx, d) end
 end
 flush_wakes(ctx)
 local out = {'ok', '', added, acked, '', ''}
