@@ -37,6 +37,14 @@ end
 -- one command over many arguments (ZADD's pairs, HSET's fields, a list's pushes, members to remove), in chunks
 -- of 1000 (unpack has a limit); flags go before them ({'NX'}, {'XX', 'LT'}, {}). Returns the replies summed.
 local function call_all(cmd, key, flags, items)
+  local count = #items
+  if count == 0 then return 0 end
+  if count <= 1000 then  -- (most calls: one command, without a table of its arguments)
+    local nf = #flags
+    if nf == 0 then return tonumber(redis.call(cmd, key, unpack(items))) or 0 end
+    if nf == 1 then return tonumber(redis.call(cmd, key, flags[1], unpack(items))) or 0 end
+    if nf == 2 then return tonumber(redis.call(cmd, key, flags[1], flags[2], unpack(items))) or 0 end
+  end
   local total = 0
   for i = 1, #items, 1000 do
     local args = {key, unpack(flags)}

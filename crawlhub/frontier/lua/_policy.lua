@@ -3,10 +3,21 @@
 -- tolerance, the time the domain is next ready, and the concurrency cap.
 -- Run-time limits (`crawlhub limits`): read from ctx.limits untagged; tagged, the
 -- client sends them in conf.domains (the limits hash is cluster-wide, another slot).
+-- conf's numbers, read once per call (conf_numbers) and not per domain: conf.n = {rate, concurrency, burst, base,
+-- recheck}, defaults filled in.
+local function conf_numbers(conf)
+  if not conf.n then
+    conf.n = {rate = tonumber(conf['rate']) or 0, concurrency = tonumber(conf['concurrency']) or 0,
+              burst = tonumber(conf['burst']) or 1, base = tonumber(conf['base']) or 0.5,
+              recheck = tonumber(conf['recheck']) or 1}
+  end
+  return conf.n
+end
 local function policy(d, conf, ctx)
   local sk = ctx.domain .. d
   local st = redis.call('HMGET', sk, 'tat', 'factor', 'until', 'delay', 'win', 'cnt', 'xd')
-  local rate, conc = tonumber(conf['rate']) or 0, tonumber(conf['concurrency']) or 0
+  local cn = conf_numbers(conf)
+  local rate, conc = cn.rate, cn.concurrency
   local lim = nil
   -- (ctx.limit_of: the round's limits read at once for every domain it may visit, tick.lua)
   if ctx.limit_of then lim = ctx.limit_of[d] elseif ctx.limits then lim = redis.call('HGET', ctx.limits, d) end
@@ -20,9 +31,9 @@ local function policy(d, conf, ctx)
   local delay = tonumber(st[4]) or 0
   if delay > interval then interval = delay end
   local factor = tonumber(st[2]) or 1
-  if factor > 1 then interval = math.max(interval, tonumber(conf['base']) or 0.5) * factor end
+  if factor > 1 then interval = math.max(interval, cn.base) * factor end
   local tat = tonumber(st[1]) or 0
-  local tau = interval * ((tonumber(conf['burst']) or 1) - 1)
+  local tau = interval * (cn.burst - 1)
   return {sk = sk, interval = interval, tau = tau, tat = tat, conc = conc,
           ready = math.max(tat - tau, tonumber(st[3]) or 0), win = tonumber(st[5]), cnt = tonumber(st[6]) or 0,
           xd = st[7]}

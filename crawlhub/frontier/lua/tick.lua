@@ -154,7 +154,12 @@ if n > 0 then
       if #h == 0 then drop(sched, d) else heads[#heads + 1] = {d, -(tonumber(h[1]) or 0), j, h[1], sched, #h == 1, q} end
     end
     next_ready = last + 1
-    table.sort(heads, function(x, y) if x[2] ~= y[2] then return x[2] < y[2] end return x[3] < y[3] end)
+    -- (in ready order already when they share one priority, as most do: a sort calls its comparison 4 times a head)
+    local mixed = false
+    for i = 2, #heads do if heads[i][2] ~= heads[1][2] then mixed = true; break end end
+    if mixed then
+      table.sort(heads, function(x, y) if x[2] ~= y[2] then return x[2] < y[2] end return x[3] < y[3] end)
+    end
     -- untagged, the run-time limits of every domain of the chunk, in one read (policy: ctx.limit_of)
     if ctx.limits and #heads > 0 then
       local hosts, seen = {}, {}
@@ -174,6 +179,10 @@ if n > 0 then
   local zin, hset = {}, {}
   local deadline, holder = deadline_s(now + tonumber(a.ttl)), tostring(a.worker or '') .. '\t' .. string.format('%.3f', now) .. '\t'
   local granted = 0
+  -- the same for every domain of the round: the recheck time, the live workers, this worker's slots per domain,
+  -- and the domains whose 10-second window the round opened (one ZADD to ctx.known after the loop)
+  local recheck = now + conf_numbers(conf).recheck
+  local workers, held, opened = tonumber(a.workers) or 1, a.held or {}, {}
   while granted < n + ahead and next_ready <= #ready do
     for _, h in ipairs(chunk()) do
       if granted >= n + ahead then break end
@@ -193,13 +202,11 @@ if n > 0 then
           -- downloads whose lease has not expired (an expired one's slot is free; reclaim removes it)
           room = p.conc - redis.call('ZCOUNT', ak, after_now_s, '+inf')
           k = math.min(k, room)
-          local workers = tonumber(a.workers) or 1
           if workers > 1 then
-            share = math.ceil(p.conc / workers) - (tonumber((a.held or {})[host]) or 0)
+            share = math.ceil(p.conc / workers) - (tonumber(held[host]) or 0)
           end
         end
-        -- at its concurrency cap, a domain waits: a finishing download moves it forward
-        local recheck = now + (tonumber(conf['recheck']) or 1)
+        -- at its concurrency cap, a domain waits (until recheck): a finishing download moves it forward
         local full_share = share ~= nil and share <= 0
         if share ~= nil and share > 0 then k = math.min(k, share) end
         if full_share and k > 0 then
@@ -232,7 +239,7 @@ if n > 0 then
             if #zact > 0 then redis.call('ZADD', ak, unpack(zact)) end
             granted = granted + #items
           end
-          if p.new_window then redis.call('ZADD', ctx.known, now_s, host) end  -- `limits show`: to 10 s
+          if p.new_window then opened[#opened + 1] = now_s; opened[#opened + 1] = host end  -- `limits show`: to 10 s
           if empty == nil then empty = redis.call('EXISTS', h[7]) == 0 end
           if empty then
             drop(sched, d)
@@ -251,6 +258,7 @@ if n > 0 then
     call_all('ZADD', ctx.inflight, {}, zin)
     call_all('HSET', ctx.leases, {}, hset)
   end
+  call_all('ZADD', ctx.known, {}, opened)
   for sched, t in pairs(moved) do call_all('ZADD', sched, {}, t) end
   for sched, t in pairs(gone) do call_all('ZREM', sched, {}, t) end
   if limit > 0 and granted > 0 then redis.call('INCRBY', ctx.budget_used, granted) end
