@@ -18,8 +18,8 @@ def text(value: bytes | str | int | float) -> str:
 
 
 def lease_domain(lease_id: str) -> str:
-    """A lease id is ``<seq>@<queue>``: its queue (its domain, or ``<domain>#<lane>``: crawlhub.roles), without a
-    lookup."""
+    """A lease id is ``<seq>@<queue>`` (``<seq>s@<queue>``: leased while its domain was slowed): its queue (its
+    domain, or ``<domain>#<lane>``: crawlhub.roles), without a lookup."""
     return lease_id.partition("@")[2]
 
 

@@ -17,6 +17,7 @@ from crawlhub.frontier.politeness import (
     set_limit,
 )
 from tests.frontier_ops import Frontier, Keys, lease_domain
+from tests.harness import wait_for
 from tests.helpers import project_settings
 
 
@@ -268,3 +269,35 @@ def test_an_ack_sent_with_its_downloads_end_frees_the_slot_once(make, redis_clie
     (lid, _), = frontier.lease("w", 60, 1)[0]
     assert frontier.ack([lid]) == 1 and redis_client.zcard("crawlhub:domain:s.test:active") == 0, \
         "an ack alone still frees the slot"
+
+
+def test_a_success_brings_a_slowed_domain_back_only_for_what_was_leased_while_slowed(make, redis_client):
+    """A lease made while its domain was slowed says so in its id; its success (in a tick) brings the domain back,
+    and a success of one leased at the domain's own pace reads no state at all (no HGET of the factor)."""
+    frontier, pol = make(DOMAIN_BACKOFF_BASE=0.01)
+    fill(frontier, "f.test", 4)
+    (before, _), (slowed_by, _) = frontier.lease("w", 60, 2)[0]
+    assert "s@" not in before, "leased at its own pace"
+    redis_client.config_resetstat()
+    frontier.tick(finishes=[("f.test", before, pol.outcome(200), 0)])
+    assert "cmdstat_hget" not in redis_client.info("commandstats"), "nothing to bring back: the state is not read"
+    assert frontier.finish("f.test", slowed_by, pol.outcome(503), 0) == 2.0
+    frontier.tick(finishes=[("f.test", before, pol.outcome(200), 0)])
+    assert domain_state(redis_client, "f.test")["factor"] == 2, "leased before the slow-down: it says nothing of it"
+    taken = wait_for_lease(frontier)
+    assert taken.split("@")[0].endswith("s"), "leased while slowed: its id says so"
+    frontier.tick(finishes=[("f.test", taken, pol.outcome(200), 0)])
+    assert domain_state(redis_client, "f.test")["factor"] == pytest.approx(1.6), "its success brings the domain back"
+    assert frontier.finish("f.test", "", pol.outcome(200), 0) == pytest.approx(1.28), "a finish with no lease reads it"
+
+
+def wait_for_lease(frontier) -> str:
+    """The next lease of the frontier's one domain, once its pace allows one."""
+    found: list[str] = []
+
+    def leased() -> bool:
+        found.extend(lease_id for lease_id, _ in frontier.lease("w", 60, 1)[0])
+        return bool(found)
+
+    assert wait_for(leased, timeout=10), "a slowed domain gives a request again"
+    return found[0]

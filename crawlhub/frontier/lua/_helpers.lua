@@ -1,5 +1,6 @@
--- Shared helpers. A lease id is "<seq>@<queue>" (its domain, or "<domain>#<lane>"), so every
--- script that ends a lease knows its domain and lane without a lookup. No script spells a key name: every
+-- Shared helpers. A lease id is "<seq>@<queue>" (its domain, or "<domain>#<lane>"; "<seq>s@<queue>" when leased
+-- while its domain was slowed: policy's finish), so every script that ends a lease knows its domain and lane
+-- without a lookup. No script spells a key name: every
 -- name comes in ctx (crawlhub.frontier.keys.PartKeys), all of one partition
 -- (one Redis Cluster slot when tagged). Per-domain politeness state:
 -- <ctx.domain><d> (a hash) and <ctx.domain><d>:active (a zset of the leases

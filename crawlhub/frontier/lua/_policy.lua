@@ -34,7 +34,7 @@ local function policy(d, conf, ctx)
   if factor > 1 then interval = math.max(interval, cn.base) * factor end
   local tat = tonumber(st[1]) or 0
   local tau = interval * (cn.burst - 1)
-  return {sk = sk, interval = interval, tau = tau, tat = tat, conc = conc,
+  return {sk = sk, interval = interval, tau = tau, tat = tat, conc = conc, factor = factor,
           ready = math.max(tat - tau, tonumber(st[3]) or 0), win = tonumber(st[5]), cnt = tonumber(st[6]) or 0,
           xd = st[7]}
 end
@@ -63,14 +63,22 @@ local function take(p, n)
   end
   p.win, p.cnt = win, (p.win == win and p.cnt or 0) + n
 end
--- a download is over: free its slot; 'slow' (429/503) slows the domain, 'ok' brings it back
+-- a download is over: free its slot; 'slow' (429/503) slows the domain, 'ok' brings it back (an 'ok' of a lease
+-- made while the domain was slowed: its id says so, "<seq>s@<queue>"; the tick marks it, from the state its
+-- lease round read). Returns the domain's factor: finish.lua reports it; in the tick (ctx.factors) nobody reads it,
+-- and a download with nothing to bring back reads nothing.
 local function finish(ctx, d, lease_id, outcome, retry_after)
   d = host_of(d)  -- (a lane's queue: its domain's pace)
   local sk = ctx.domain .. d
   if lease_id ~= '' then release(ctx, lease_id) end
   -- the slow-down factor, read once per domain per call (ctx.factors: tick.lua) and kept as written
   local f = ctx.factors and ctx.factors[d]
-  if f == nil then f = tonumber(redis.call('HGET', sk, 'factor') or '1') end
+  if f == nil then
+    if ctx.factors and outcome ~= 'slow' and (outcome ~= 'ok' or (lease_id ~= '' and not string.find(lease_id, '^%d+s@'))) then
+      return 1  -- nothing to say, or a success of a lease made while the domain was at its own pace
+    end
+    f = tonumber(redis.call('HGET', sk, 'factor') or '1')
+  end
   if outcome == 'slow' then
     f = math.min(math.max(f, 1) * 2, tonumber(ctx.factor_max) or 32)
     local untl = now + (tonumber(retry_after) or 0)

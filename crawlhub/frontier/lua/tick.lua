@@ -224,9 +224,10 @@ if n > 0 then
           if #items > 0 then
             if seq == nil then seq = tonumber(redis.call('GET', ctx.seq) or '0') end
             local zact = {}
+            local at = p.factor > 1 and 's@' .. d or '@' .. d  -- (leased while slowed: its success brings it back)
             for _, item in ipairs(items) do
               numbered = numbered + 1
-              local id = string.format('%d', seq + numbered) .. '@' .. d
+              local id = string.format('%d', seq + numbered) .. at
               zin[#zin + 1] = deadline; zin[#zin + 1] = id
               hset[#hset + 1] = id; hset[#hset + 1] = holder .. item
               if p.conc > 0 then zact[#zact + 1] = deadline; zact[#zact + 1] = ctx.spider .. '/' .. id end
