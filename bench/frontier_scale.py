@@ -31,6 +31,11 @@ Figures, each against its goal:
 
     .venv/bin/python -m bench.frontier_scale            # queue to 10M requests, ~15 min on 2 cores
     .venv/bin/python -m bench.frontier_scale --quick    # queue to 1M, ~6 min
+    .venv/bin/python -m bench.frontier_scale --phases   # only what each kind of work costs a tick, ~1 min
+
+--phases drives the tick with one kind of work at a time (lease 32, end 32 downloads, ack 32, queue 32 new
+links, nothing) and prints, per call, the script's usec, its commands and their usec, and the rest: Lua and
+the calls' glue. It says where a page's microseconds go (docs/benchmarks.md, "#30, 2026-11-26").
 
 Each configuration runs a warm-up window, then 3 measured windows; the median window is reported (this
 machine's run-to-run noise is about +-20%). Every server is started here, on 127.0.0.1, with persistence
@@ -372,6 +377,84 @@ def cluster_run(home: Path, masters: int, queued: int, domains: int, seconds: fl
         return result
 
 
+# -- --phases: what one kind of work costs a tick ---------------------------------------------------------------
+PHASES = ("lease", "finish", "ack", "enqueue", "empty")
+
+
+def phase_costs(home: Path, queued: int, domains: int, rounds: int, workers: int) -> dict[str, dict[str, float]]:
+    """The tick with one kind of work at a time, ``rounds`` calls of each, on one plain redis-server (one
+    partition): lease BATCH requests; end those downloads ("ok"); ack those pages; queue BATCH new links (one per
+    page leased, to its domain); nothing at all. Per call, from INFO commandstats: the script's usec, its inner
+    commands and their usec, and the rest (Lua and the calls' glue). A second pass is reported (the first warms)."""
+    from crawlhub.frontier.records import EnqueueOp, Finish, lease_domain
+
+    server = PlainRedis(home)
+    try:
+        client = redis.Redis(port=server.port)
+        fill(client, 1, False, queued, domain_names(domains))
+        parts = make_partitions(client, 1, False)
+
+        def tick(enq=(), fin=(), acks=(), n=0):
+            return parts.tick(list(enq), list(fin), list(acks), n, "w1", 60.0, 0, workers, None)
+
+        def measured(work) -> dict[str, float]:
+            client.config_resetstat()
+            work()
+            stats = commandstats(server.port)
+            calls, usec = stats.get("evalsha", (0, 0))
+            inner = [(c, u) for name, (c, u) in stats.items() if name not in ("evalsha", "config|resetstat", "info")]
+            calls = max(1, calls)
+            return {"us": usec / calls, "commands": sum(c for c, _ in inner) / calls,
+                    "commands_us": sum(u for _, u in inner) / calls,
+                    "lua_us": (usec - sum(u for _, u in inner)) / calls}
+
+        serial = 0
+
+        def links(leases: list[str]) -> list:
+            nonlocal serial
+            out = []
+            for lease in leases:
+                serial += 1
+                domain = lease_domain(lease)
+                out.append(EnqueueOp(os.urandom(20), payload(domain, serial), 0, False, "", domain))
+            return out
+
+        def each(call) -> None:
+            for leases in taken:
+                call(leases)
+
+        costs: dict[str, dict[str, float]] = {}
+        taken: list[list[str]] = []  # each lease call's lease ids, for the finishes and acks that follow
+        for _ in range(2):
+            taken.clear()
+            costs["lease"] = measured(lambda: taken.extend([t.lease_id for t in tick(n=BATCH).tick.taken]
+                                                           for _ in range(rounds)))
+            costs["lease"]["per_call"] = sum(map(len, taken)) / rounds
+            costs["finish"] = measured(lambda: each(lambda leases: tick(fin=[Finish(lease_domain(x), x, "ok")
+                                                                               for x in leases])))
+            costs["ack"] = measured(lambda: each(lambda leases: tick(acks=leases)))
+            costs["enqueue"] = measured(lambda: each(lambda leases: tick(enq=links(leases))))
+            costs["empty"] = measured(lambda: each(lambda leases: tick()))
+        return costs
+    finally:
+        server.stop()
+
+
+def print_phases(home: Path, rounds: int, workers: int) -> None:
+    """--phases: where a tick's microseconds go, for a queue spread over 1,000 domains and over 100,000 domains
+    with one request each (the domain sweep's two ends)."""
+    print(f"frontier_scale --phases: {rounds} calls of each kind, {BATCH} a call, one redis-server, one partition "
+          f"({workers} live workers: a domain's fair share of its 8 slots)")
+    print(f"{'queued':>8} {'domains':>8} {'kind':>8} {'us/call':>8} {'commands':>9} {'their us':>9} {'Lua+glue':>9}")
+    for queued, domains in ((10_000, 1_000), (100_000, 100_000)):
+        costs = phase_costs(home, queued, domains, rounds, workers)
+        for kind in PHASES:
+            c = costs[kind]
+            print(f"{queued:>8,} {domains:>8,} {kind:>8} {c['us']:>8.1f} {c['commands']:>9.1f} {c['commands_us']:>9.1f} "
+                  f"{c['lua_us']:>9.1f}")
+        print(f"{'':>18}(leased per call: {costs['lease']['per_call']:.1f})")
+
+
 # -- report ------------------------------------------------------------------------------------------------
 def verdict(ok: bool) -> str:
     return "meets" if ok else "FALLS SHORT of"
@@ -390,8 +473,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smaller sizes (queue to 1M), under 10 minutes")
     parser.add_argument("--workers", type=int, default=2, help="simulated workers (processes)")
+    parser.add_argument("--phases", action="store_true",
+                        help="only where a tick's time goes: each kind of work alone (lease, finish, ack, enqueue, "
+                             "nothing), per call, under a minute")
+    parser.add_argument("--rounds", type=int, default=300, help="--phases: calls of each kind")
     opts = parser.parse_args()
     home = Path(tempfile.mkdtemp(prefix="bench-scale-"))
+    if opts.phases:
+        try:
+            print_phases(home, opts.rounds, opts.workers)
+        finally:
+            shutil.rmtree(home, ignore_errors=True)
+        return
     queues = [10_000, 100_000, 1_000_000] if opts.quick else [10_000, 100_000, 1_000_000, 10_000_000]
     domain_sweep = [10, 1_000, 100_000]
     at_queue = 100_000 if opts.quick else 1_000_000
