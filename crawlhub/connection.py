@@ -291,17 +291,33 @@ def _connect_cluster(settings: BaseSettings, url: str, stats: StatsCollector | N
         try:
             server = get_redis(settings, stats)
             server.ping()
-            return server
+            # a node answers PING while the cluster is down (a master lost, slots uncovered, a node that has not
+            # heard from the others yet); a command on a key would fail with CLUSTERDOWN: wait until every
+            # master says the cluster is ok
+            down = cluster_down(server)
+            if not down:
+                return server
+            problem = f"the cluster is down: {down}"
         except redis.AuthenticationError as exc:
             raise Unreachable(f"Redis Cluster at {redact_url(url)} refused the credentials: {exc}") from None
         except REDIS_ERRORS as exc:
             if _is_auth_error(exc):
                 raise Unreachable(f"Redis Cluster at {redact_url(url)} refused the credentials: {exc}") from None
-            if time.monotonic() + delay > deadline:
-                raise Unreachable(f"cannot reach the Redis Cluster at {redact_url(url)}: {exc}") from None
-            logger.warning("The Redis Cluster at %s is not answering (%s); retrying in %.1fs", redact_url(url), exc, delay)
-            time.sleep(delay)
-            delay = min(delay * 2, 5)
+            problem = str(exc)
+        if time.monotonic() + delay > deadline:
+            raise Unreachable(f"cannot use the Redis Cluster at {redact_url(url)}: {problem}") from None
+        logger.warning("The Redis Cluster at %s is not ready (%s); retrying in %.1fs", redact_url(url), problem, delay)
+        time.sleep(delay)
+        delay = min(delay * 2, 5)
+
+
+def cluster_down(server: redis.Redis) -> str:
+    """'' when every master of the cluster says cluster_state:ok; else which says what."""
+    reply: dict[str, Any] = server.cluster_info(target_nodes=RedisCluster.PRIMARIES)  # type: ignore[attr-defined]
+    states: dict[str, Any] = {"the master": reply} if "cluster_state" in reply else reply  # (one master: its own)
+    bad = [f"{node} says cluster_state:{info.get('cluster_state')}" for node, info in states.items()
+           if info.get("cluster_state") != "ok"]
+    return ", ".join(bad)
 
 
 def _is_auth_error(exc: Exception) -> bool:

@@ -24,7 +24,8 @@ CRAWLHUB_SHARED = True
 # Unset (empty) = the embedded local servers under CRAWLHUB_HOME, started on
 # first use and shared by every worker on this machine.
 REDIS_URL = ""
-# Seconds a starting worker waits for Redis to answer before it gives up.
+# Seconds a starting worker waits for Redis to answer (a cluster: until every master says it is ok) before it
+# gives up.
 REDIS_STARTUP_WAIT = 30.0
 # A Redis Cluster: its nodes ("host:port,host:port", any few of them), or REDIS_URL in the form
 # redis+cluster://[:password@]host:port[,host:port...]. Empty: REDIS_URL is one Redis.

@@ -470,3 +470,27 @@ def test_partitions_are_placed_evenly_on_a_cluster_made_by_redis_cli_and_balance
         if len(taken) == 200:
             break
     assert len(taken) == 200 and len({t.lease_id for t in taken}) == 200
+
+
+def test_a_worker_that_starts_while_the_cluster_is_down_waits_for_it_and_says_so(tmp_path, caplog):
+    """Every node answers PING while the cluster is down (here: a slot no master serves); a starting worker's
+    connection waits for cluster_state:ok, saying why, instead of failing its first keyed command with
+    CLUSTERDOWN; past REDIS_STARTUP_WAIT it stops with a one-line reason."""
+    from crawlhub.connection import Unreachable, connect_redis
+
+    with LocalRedisCluster(tmp_path / "down", masters=3) as cluster:
+        port = cluster.primaries()[0]
+        node = redis_client_of(port)
+        slot = int(node.execute_command("CLUSTER", "SLOTS")[0][0])  # (a slot of some master)
+        owner = redis_client_of(int(node.execute_command("CLUSTER", "SLOTS")[0][2][1]))
+        owner.execute_command("CLUSTER", "DELSLOTS", slot)
+        assert wait_for(lambda: owner.cluster("info")["cluster_state"] == "fail", 10), "a slot unserved: down"
+        settings = Settings({"REDIS_CLUSTER_NODES": cluster.nodes, "REDIS_STARTUP_WAIT": 1.5})
+        with pytest.raises(Unreachable, match="the cluster is down"):
+            connect_redis(settings)
+        assert "is not ready (the cluster is down" in caplog.text and "retrying in" in caplog.text
+        owner.execute_command("CLUSTER", "ADDSLOTS", slot)
+        cluster.wait_ok()
+        client = connect_redis(Settings({"REDIS_CLUSTER_NODES": cluster.nodes, "REDIS_STARTUP_WAIT": 10}))
+        assert client.exists("crawlhub:probe") == 0, "keyed commands work once it is up"
+        client.close()
