@@ -35,7 +35,7 @@ from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.misc import build_from_crawler, load_object
 
 from crawlhub import meta, services
-from crawlhub.connection import REDIS_ERRORS, connect_redis, redis_location, redis_shown, worker_id
+from crawlhub.connection import REDIS_ERRORS, Unreachable, connect_redis, redis_location, redis_shown, worker_id
 from crawlhub.frontier.client import FrontierClient
 from crawlhub.frontier.dupefilter import RedisDupeFilter
 from crawlhub.frontier.serializer import EncodeError
@@ -128,10 +128,28 @@ class RedisScheduler(BaseScheduler):
         return self.frontier.server
 
     # -- life cycle ----------------------------------------------------------
+    def _open_frontier(self, spider: Spider) -> None:
+        """The frontier's first reads and writes (its layout, the live workers' rungs). Redis answered when the
+        worker connected, but may not a few seconds later (a restart, a cluster briefly down while a node is
+        marked failing): tried again, saying so, until REDIS_STARTUP_WAIT is over; then one line of reason."""
+        wait = self.crawler.settings.getfloat("REDIS_STARTUP_WAIT", 30)
+        deadline, delay = time.monotonic() + wait, 0.5
+        while True:
+            try:
+                self.frontier.open(spider)
+                return
+            except REDIS_ERRORS as exc:
+                if time.monotonic() + delay > deadline:
+                    raise Unreachable(f"Redis failed while the frontier opened, for {wait:.0f}s "
+                                      f"(REDIS_STARTUP_WAIT): {exc}") from None
+                logger.warning("Redis failed while the frontier opened (%s); retrying in %.1fs", exc, delay)
+                time.sleep(delay)
+                delay = min(delay * 2, 5)
+
     def open(self, spider: Spider) -> None:
         self.spider = spider
         settings = self.crawler.settings
-        self.frontier.open(spider)
+        self._open_frontier(spider)
         dupefilter_cls = load_object(settings["DUPEFILTER_CLASS"])
         if issubclass(dupefilter_cls, RedisDupeFilter):
             self.df: BaseDupeFilter = dupefilter_cls.for_spider(self.crawler, spider)

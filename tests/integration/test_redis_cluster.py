@@ -494,3 +494,39 @@ def test_a_worker_that_starts_while_the_cluster_is_down_waits_for_it_and_says_so
         client = connect_redis(Settings({"REDIS_CLUSTER_NODES": cluster.nodes, "REDIS_STARTUP_WAIT": 10}))
         assert client.exists("crawlhub:probe") == 0, "keyed commands work once it is up"
         client.close()
+
+
+def test_a_frontier_that_opens_while_the_cluster_goes_down_waits_for_it_and_says_so(tmp_path, caplog):
+    """The cluster answered when the worker connected and is down when its frontier opens (its first keyed
+    commands): the opening is tried again, saying why, and goes on once the cluster is back; no traceback."""
+    import logging
+
+    from scrapy import Spider
+    from scrapy.utils.test import get_crawler
+
+    from crawlhub.frontier.scheduler import RedisScheduler
+    from tests.helpers import project_settings
+
+    with LocalRedisCluster(tmp_path / "down", masters=3) as cluster:
+        crawler = get_crawler(Spider, settings_dict=project_settings(
+            REDIS_CLUSTER_NODES=cluster.nodes, FRONTIER_PARTITIONS="4", REDIS_STARTUP_WAIT="20"))
+        scheduler = RedisScheduler.from_crawler(crawler)  # connected: the cluster is ok
+        node = redis_client_of(cluster.primaries()[0])
+        slots = node.execute_command("CLUSTER", "SLOTS")
+        owners = [(int(start), int(end), redis_client_of(int(info[1]))) for start, end, info, *_ in slots]
+        for start, end, owner in owners:  # every slot unserved: down, whichever key the opening reads first
+            owner.execute_command("CLUSTER", "DELSLOTSRANGE", start, end)
+        assert wait_for(lambda: node.cluster("info")["cluster_state"] == "fail", 10), "no slot served: down"
+
+        class BackOnRetry(logging.Handler):  # the cluster comes back once the worker said it waits
+            def emit(self, record):
+                if "failed while the frontier opened" in record.getMessage():
+                    logging.getLogger("crawlhub.frontier.scheduler").removeHandler(self)
+                    for start, end, owner in owners:
+                        owner.execute_command("CLUSTER", "ADDSLOTSRANGE", start, end)
+
+        logging.getLogger("crawlhub.frontier.scheduler").addHandler(BackOnRetry())
+        scheduler._open_frontier(Spider("down"))
+        assert "failed while the frontier opened" in caplog.text and "retrying in" in caplog.text
+        assert scheduler.frontier.keys.seeds == "down:start_urls", "opened once the cluster was back"
+        scheduler.frontier.server.close()
