@@ -10,7 +10,8 @@ import logging
 import os
 import socket
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import redis
 from pymongo import MongoClient
@@ -32,6 +33,7 @@ from crawlhub.config import redact_url
 REDIS_ERRORS: tuple[type[Exception], ...] = (redis.RedisError, RedisClusterException)
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def worker_id() -> str:
@@ -283,32 +285,48 @@ def connect_redis(settings: BaseSettings, stats: StatsCollector | None = None) -
             delay = min(delay * 2, 5)
 
 
-def _connect_cluster(settings: BaseSettings, url: str, stats: StatsCollector | None) -> redis.Redis:
-    """A cluster client, once the cluster answers (its slots are read when the client is made)."""
+def retry_startup(settings: BaseSettings, waiting: str, giving_up: str, attempt: Callable[[], T]) -> T:
+    """attempt() again while it raises a Redis error, for up to REDIS_STARTUP_WAIT seconds (0.5 s between tries,
+    doubling to 5 s), each time logging "<waiting> (<why>); retrying in <s>"; then :class:`Unreachable`, one
+    line: "<giving_up>: <why>"."""
     deadline = time.monotonic() + settings.getfloat("REDIS_STARTUP_WAIT", 30)
     delay = 0.5
     while True:
         try:
+            return attempt()
+        except REDIS_ERRORS as exc:
+            if time.monotonic() + delay > deadline:
+                raise Unreachable(f"{giving_up}: {exc}") from None
+            logger.warning("%s (%s); retrying in %.1fs", waiting, exc, delay)
+            time.sleep(delay)
+            delay = min(delay * 2, 5)
+
+
+class ClusterNotReady(redis.RedisError):
+    """Every node answers, but a master says the cluster is down."""
+
+
+def _connect_cluster(settings: BaseSettings, url: str, stats: StatsCollector | None) -> redis.Redis:
+    """A cluster client, once the cluster answers (its slots are read when the client is made) and every master
+    says it is ok: a node answers PING while the cluster is down (a master lost, slots uncovered, a node that has
+    not heard from the others yet), and a command on a key would fail with CLUSTERDOWN."""
+    def attempt() -> redis.Redis:
+        try:
             server = get_redis(settings, stats)
             server.ping()
-            # a node answers PING while the cluster is down (a master lost, slots uncovered, a node that has not
-            # heard from the others yet); a command on a key would fail with CLUSTERDOWN: wait until every
-            # master says the cluster is ok
-            down = cluster_down(server)
-            if not down:
-                return server
-            problem = f"the cluster is down: {down}"
         except redis.AuthenticationError as exc:
             raise Unreachable(f"Redis Cluster at {redact_url(url)} refused the credentials: {exc}") from None
         except REDIS_ERRORS as exc:
             if _is_auth_error(exc):
                 raise Unreachable(f"Redis Cluster at {redact_url(url)} refused the credentials: {exc}") from None
-            problem = str(exc)
-        if time.monotonic() + delay > deadline:
-            raise Unreachable(f"cannot use the Redis Cluster at {redact_url(url)}: {problem}") from None
-        logger.warning("The Redis Cluster at %s is not ready (%s); retrying in %.1fs", redact_url(url), problem, delay)
-        time.sleep(delay)
-        delay = min(delay * 2, 5)
+            raise
+        down = cluster_down(server)
+        if down:
+            raise ClusterNotReady(f"the cluster is down: {down}")
+        return server
+
+    return retry_startup(settings, f"The Redis Cluster at {redact_url(url)} is not ready",
+                         f"cannot use the Redis Cluster at {redact_url(url)}", attempt)
 
 
 def cluster_down(server: redis.Redis) -> str:

@@ -35,7 +35,7 @@ from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.misc import build_from_crawler, load_object
 
 from crawlhub import meta, services
-from crawlhub.connection import REDIS_ERRORS, Unreachable, connect_redis, redis_location, redis_shown, worker_id
+from crawlhub.connection import REDIS_ERRORS, connect_redis, redis_location, redis_shown, retry_startup, worker_id
 from crawlhub.frontier.client import FrontierClient
 from crawlhub.frontier.dupefilter import RedisDupeFilter
 from crawlhub.frontier.serializer import EncodeError
@@ -133,18 +133,9 @@ class RedisScheduler(BaseScheduler):
         worker connected, but may not a few seconds later (a restart, a cluster briefly down while a node is
         marked failing): tried again, saying so, until REDIS_STARTUP_WAIT is over; then one line of reason."""
         wait = self.crawler.settings.getfloat("REDIS_STARTUP_WAIT", 30)
-        deadline, delay = time.monotonic() + wait, 0.5
-        while True:
-            try:
-                self.frontier.open(spider)
-                return
-            except REDIS_ERRORS as exc:
-                if time.monotonic() + delay > deadline:
-                    raise Unreachable(f"Redis failed while the frontier opened, for {wait:.0f}s "
-                                      f"(REDIS_STARTUP_WAIT): {exc}") from None
-                logger.warning("Redis failed while the frontier opened (%s); retrying in %.1fs", exc, delay)
-                time.sleep(delay)
-                delay = min(delay * 2, 5)
+        retry_startup(self.crawler.settings, "Redis failed while the frontier opened",
+                      f"Redis failed while the frontier opened, for {wait:.0f}s (REDIS_STARTUP_WAIT)",
+                      lambda: self.frontier.open(spider))
 
     def open(self, spider: Spider) -> None:
         self.spider = spider

@@ -521,11 +521,11 @@ def test_a_frontier_that_opens_while_the_cluster_goes_down_waits_for_it_and_says
         class BackOnRetry(logging.Handler):  # the cluster comes back once the worker said it waits
             def emit(self, record):
                 if "failed while the frontier opened" in record.getMessage():
-                    logging.getLogger("crawlhub.frontier.scheduler").removeHandler(self)
+                    logging.getLogger("crawlhub.connection").removeHandler(self)
                     for start, end, owner in owners:
                         owner.execute_command("CLUSTER", "ADDSLOTSRANGE", start, end)
 
-        logging.getLogger("crawlhub.frontier.scheduler").addHandler(BackOnRetry())
+        logging.getLogger("crawlhub.connection").addHandler(BackOnRetry())
         scheduler._open_frontier(Spider("down"))
         assert "failed while the frontier opened" in caplog.text and "retrying in" in caplog.text
         assert scheduler.frontier.keys.seeds == "down:start_urls", "opened once the cluster was back"
