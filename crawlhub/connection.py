@@ -255,41 +255,31 @@ def connect_redis(settings: BaseSettings, stats: StatsCollector | None = None) -
         return _connect_cluster(settings, url, stats)
     server = get_redis(settings, stats)
     retry = server.get_retry()
-    server.set_retry(Retry(ExponentialBackoff(), 0))  # our own loop below says what happens
-    wait = settings.getfloat("REDIS_STARTUP_WAIT", 30)
-    deadline = time.monotonic() + wait
-    delay = 0.5
-    while True:
+    server.set_retry(Retry(ExponentialBackoff(), 0))  # retry_startup says what happens
+    refused = f"Redis at {redact_url(url)} refused the credentials"
+
+    def attempt() -> redis.Redis:
         try:
             server.ping()
-            if retry is not None:
-                server.set_retry(retry)
-            return server
-        except redis.AuthenticationError as exc:
-            raise Unreachable(f"Redis at {redact_url(url)} refused the credentials: {exc} (a final answer: "
-                              "check the password in REDIS_URL)") from None
-        except redis.ResponseError as exc:
-            if not _is_auth_error(exc):
+        except (redis.AuthenticationError, redis.ResponseError) as exc:
+            if not isinstance(exc, redis.AuthenticationError) and not _is_auth_error(exc):
                 raise
-            raise Unreachable(f"Redis at {redact_url(url)} refused the credentials: {exc} (a final answer: "
-                              "check the password in REDIS_URL)") from None
-        except REDIS_ERRORS as exc:
-            if time.monotonic() + delay > deadline:
-                raise Unreachable(f"cannot reach Redis at {redact_url(url)}: {exc}") from None
-            if delay == 0.5:  # the first time: what the worker does now, and for how long
-                logger.warning("Redis at %s is not answering (%s): waiting up to %.0fs for it (REDIS_STARTUP_WAIT), "
-                               "then stopping with exit code 2", redact_url(url), exc, wait)
-            else:
-                logger.warning("Redis at %s is not answering (%s); retrying in %.1fs", redact_url(url), exc, delay)
-            time.sleep(delay)
-            delay = min(delay * 2, 5)
+            raise Unreachable(f"{refused}: {exc} (a final answer: check the password in REDIS_URL)") from None
+        if retry is not None:
+            server.set_retry(retry)
+        return server
+
+    return retry_startup(settings, f"Redis at {redact_url(url)} is not answering",
+                         f"cannot reach Redis at {redact_url(url)}", attempt, then="stopping with exit code 2")
 
 
-def retry_startup(settings: BaseSettings, waiting: str, giving_up: str, attempt: Callable[[], T]) -> T:
+def retry_startup(settings: BaseSettings, waiting: str, giving_up: str, attempt: Callable[[], T],
+                  then: str = "") -> T:
     """attempt() again while it raises a Redis error, for up to REDIS_STARTUP_WAIT seconds (0.5 s between tries,
-    doubling to 5 s), each time logging "<waiting> (<why>); retrying in <s>"; then :class:`Unreachable`, one
-    line: "<giving_up>: <why>"."""
-    deadline = time.monotonic() + settings.getfloat("REDIS_STARTUP_WAIT", 30)
+    doubling to 5 s), each time logging "<waiting> (<why>); retrying in <s>" (the first time also for how long it
+    waits, and ``then`` what it does); then :class:`Unreachable`, one line: "<giving_up>: <why>"."""
+    wait = settings.getfloat("REDIS_STARTUP_WAIT", 30)
+    deadline = time.monotonic() + wait
     delay = 0.5
     while True:
         try:
@@ -297,7 +287,11 @@ def retry_startup(settings: BaseSettings, waiting: str, giving_up: str, attempt:
         except REDIS_ERRORS as exc:
             if time.monotonic() + delay > deadline:
                 raise Unreachable(f"{giving_up}: {exc}") from None
-            logger.warning("%s (%s); retrying in %.1fs", waiting, exc, delay)
+            if delay == 0.5:  # the first time: what the worker does now, and for how long
+                logger.warning("%s (%s): waiting up to %.0fs for it (REDIS_STARTUP_WAIT)%s; retrying in %.1fs",
+                               waiting, exc, wait, f", then {then}" if then else "", delay)
+            else:
+                logger.warning("%s (%s); retrying in %.1fs", waiting, exc, delay)
             time.sleep(delay)
             delay = min(delay * 2, 5)
 
@@ -326,7 +320,7 @@ def _connect_cluster(settings: BaseSettings, url: str, stats: StatsCollector | N
         return server
 
     return retry_startup(settings, f"The Redis Cluster at {redact_url(url)} is not ready",
-                         f"cannot use the Redis Cluster at {redact_url(url)}", attempt)
+                         f"cannot use the Redis Cluster at {redact_url(url)}", attempt, then="stopping with exit code 2")
 
 
 def cluster_down(server: redis.Redis) -> str:
