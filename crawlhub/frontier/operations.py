@@ -45,6 +45,16 @@ from crawlhub.frontier.records import DeadLetter, EnqueueOp, ExpiredLease, Finis
 from crawlhub.frontier.scripts import Script, source
 from crawlhub.roles import LANES
 
+# The key names a script's ctx takes from KEYS, in this order (lua/_ctx.lua reads them by position): the in-flight
+# set first, the partition's anchor (a cluster client routes the call by it). The last five are the round's keys a
+# tagged partition's client reads itself: untagged, all five; one grouped partition, the first four (the run-time
+# limits are cluster-wide: another slot); else none. Names in KEYS cost a script nothing to read; in a JSON header
+# they cost it 14 us a call to decode.
+CTX_KEYS = ("inflight", "prefix", "schedule", "counts", "leases", "seq", "delayed", "dlq", "seen", "known", "domain",
+            "paused", "budget", "budget_used", "epoch", "limits")
+# what else a script's ctx holds, in its JSON (ARGV[1]'s "ctx"; finish, move, renew: ARGV[1] itself)
+CTX_HEAD = ("spider", "factor_max", "recovery", "lanes")
+
 
 def queued_per_domain(server: redis.Redis, keys: Keys | PartKeys) -> dict[str, int]:
     """Queued requests per domain, over every partition (a read: no script)."""
@@ -63,8 +73,8 @@ class FrontierOps:
     """The scripts, bound to one partition's keys (:class:`~crawlhub.frontier.keys.PartKeys`;
     :class:`~crawlhub.frontier.partitions.Partitions` holds one per partition).
 
-    Every call names the partition's anchor key in KEYS, so a Redis Cluster client sends it
-    to the node that holds the partition's slot; every other key it touches is in that slot.
+    Every call names the partition's keys in KEYS (:data:`CTX_KEYS`), its anchor first, so a Redis Cluster
+    client sends it to the node that holds the partition's slot; every other key it touches is in that slot.
 
     ``politeness`` is the JSON-able config of crawlhub.frontier.politeness.Politeness
     (default rate and concurrency, per-domain limits from settings, burst...);
@@ -98,8 +108,14 @@ class FrontierOps:
                                                     ("budget_used", k.budget_used), ("limits", k.limits),
                                                     ("epoch", k.epoch)) if value})
         self.ctx = ctx
-        self._ctx_json = json.dumps(self.ctx)
-        self._anchor = [k.anchor]
+        self._head = {name: ctx[name] for name in CTX_HEAD}
+        self._ctx_json = json.dumps(self._head)
+        names = [ctx.get(name) or "" for name in CTX_KEYS]
+        while not names[-1]:
+            names.pop()  # (the round's keys this partition's script does not read)
+        # ('' in KEYS would be slot 0's key to a cluster client: a call across slots)
+        assert names[0] == k.anchor and all(names), names
+        self._keys = names
         self._tick = Script(server, source("tick"))
         self._finish = Script(server, source("finish"))
         self._move = Script(server, source("move"))
@@ -117,7 +133,7 @@ class FrontierOps:
         share of each domain's slots); ahead: up to this many more, from domains with no pace and no cap
         (FRONTIER_LEASE_AHEAD).
         """
-        return Tick.from_reply(self._tick(keys=self._anchor, args=self.tick_args(
+        return Tick.from_reply(self._tick(keys=self._keys, args=self.tick_args(
             enqueues, finishes, acks, n, worker, ttl, budget, workers, held, ahead=ahead)))
 
     def tick_args(self, enqueues: Iterable[EnqueueOp] = (), finishes: Iterable[Finish] = (), acks: Iterable[str] = (),
@@ -133,10 +149,9 @@ class FrontierOps:
         for op in enqueues:
             flat += op.to_argv(self.dupefilter.spec(op.fingerprint))
         args: dict[str, Any] = {
-            "ctx": self.ctx,
+            "ctx": self._head,
             "fin": [f.to_lua() for f in finishes], "ack": list(acks), "n": n, "ttl": ttl, "worker": worker,
-            "default_budget": budget, "conf": conf, "scan": self.scan,
-            "factor_max": self.factor_max, "recovery": self.recovery}
+            "default_budget": budget, "conf": conf, "scan": self.scan}
         if self.lanes != [""]:
             args["lanes"] = self.lanes
         if n and ahead > 0:
@@ -150,12 +165,13 @@ class FrontierOps:
         return self._tick
 
     @property
-    def anchor(self) -> list[str]:
-        return self._anchor
+    def script_keys(self) -> list[str]:
+        """A script call's KEYS: the partition's key names (:data:`CTX_KEYS`), its anchor first."""
+        return self._keys
 
     def finish(self, done: Finish) -> float:
         """A download is over now (a slow-down): the domain's new slow-down factor."""
-        return float(self._finish(keys=self._anchor, args=[self._ctx_json, done.domain, done.lease_id, done.outcome, done.retry_after]))
+        return float(self._finish(keys=self._keys, args=[self._ctx_json, done.domain, done.lease_id, done.outcome, done.retry_after]))
 
     # -- how a lease ends elsewhere ---------------------------------------------------------------
     def requeue(self, lease_id: str, payload: bytes, priority: int) -> bool:
@@ -170,24 +186,24 @@ class FrontierOps:
 
     def push(self, payload: bytes | str, priority: int, domain: str) -> None:
         """Queue a request without the duplicate filter (a requeued dead letter)."""
-        self._move(keys=self._anchor, args=[self._ctx_json, "", "push", priority, payload, domain])
+        self._move(keys=self._keys, args=[self._ctx_json, "", "push", priority, payload, domain])
 
     def _move_to(self, lease_id: str, kind: str, number: float, member: bytes | str) -> bool:
-        return bool(self._move(keys=self._anchor, args=[self._ctx_json, lease_id, kind, number, member, ""]))
+        return bool(self._move(keys=self._keys, args=[self._ctx_json, lease_id, kind, number, member, ""]))
 
     def refresh(self, pages: list[dict[str, Any]]) -> list[str]:
         """Queue due pages ({fp, due, payload, priority, domain}) exactly once per due time; the fingerprints queued."""
         if not pages:
             return []
-        args = {"ctx": self.ctx, "revisits": self.keys.revisits, "pages": pages}
-        return [text(fp) for fp in self._refresh(keys=self._anchor, args=[json.dumps(args, separators=(",", ":"), ensure_ascii=False)])]
+        args = {"ctx": self._head, "revisits": self.keys.revisits, "pages": pages}
+        return [text(fp) for fp in self._refresh(keys=self._keys, args=[json.dumps(args, separators=(",", ":"), ensure_ascii=False)])]
 
     def renew(self, lease_ids: Iterable[str], ttl: float) -> list[str]:
         """Push the leases' deadlines forward; returns those that were gone (lost)."""
         ids = list(lease_ids)
         if not ids:
             return []
-        return [text(x) for x in self._renew(keys=[self.keys.inflight], args=[self._ctx_json, ttl, *ids])]
+        return [text(x) for x in self._renew(keys=self._keys, args=[self._ctx_json, ttl, *ids])]
 
     def expired(self, limit: int = 100) -> list[ExpiredLease]:
         """Leases past their deadline, with their holder, when they were taken and their payload."""

@@ -297,7 +297,7 @@ class Partitions:
             ops = self.ops[0]
             wait_for = (self.replica_wait, self.replica_wait_ms, [ops.keys.anchor]) if self.replica_wait and enqueues \
                 else None
-            (reply,) = run_scripts(self.server, [(ops.tick_script, ops.anchor, ops.tick_args(
+            (reply,) = run_scripts(self.server, [(ops.tick_script, ops.script_keys, ops.tick_args(
                 enqueues, finishes, [*safe_acks, *acks], n, worker, ttl, budget, workers, held, self.limits,
                 ahead=ahead))], wait_for)
             if isinstance(reply, BaseException):
@@ -379,7 +379,7 @@ class Partitions:
         calls = []
         for p in order:
             r, ops = rounds[p], self.ops[p]
-            calls.append((ops.tick_script, ops.anchor, ops.tick_args(
+            calls.append((ops.tick_script, ops.script_keys, ops.tick_args(
                 r.enq, r.fin, r.ack, r.n, worker, ttl, 0, workers, held if r.n else None, self.limits,
                 ahead=ahead_share)))
         wait_for = None

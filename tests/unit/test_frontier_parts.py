@@ -129,6 +129,40 @@ def test_records_cross_into_lua_with_named_fields():
     assert Tick.from_reply([b"budget", b"", 0, 0, b""]).budget_exhausted and Tick.from_reply([b"paused", b"", 0, 0, b""]).paused
 
 
+def test_a_scripts_key_names_cross_in_keys_in_one_slot_in_the_order_lua_reads_them():
+    # #30: the partition's key names go in KEYS (no JSON to decode per call); _ctx.lua reads them by position
+    import re
+
+    import redis
+    from redis.crc import key_slot
+
+    from crawlhub.frontier.operations import CTX_HEAD, CTX_KEYS, FrontierOps
+
+    lua = scripts.source("_ctx")
+    position = {}
+    for names, values in re.findall(r"^\s*(ctx\.[\w., ]+?) = (k\[[\d\], k\[]+\])\s*$", lua, re.M):
+        for name, value in zip(names.split(", "), values.split(", "), strict=True):
+            position[name[len("ctx."):]] = int(value[2:-1])
+    assert position == {name: i + 1 for i, name in enumerate(CTX_KEYS)}, "_ctx.lua reads CTX_KEYS by their positions"
+    server = redis.Redis(port=1)  # (nothing is sent)
+    base = key_names.spider_keys("sp")
+    layouts = {"untagged": base.part(0), "grouped one partition": base.with_partitions(1, cluster=True).part(0),
+               "placed, 3 of 8": base.with_partitions(8).part(3), "tagged before #30": base.with_partitions(
+                   4, placed=False).part(2)}
+    for layout, part in layouts.items():
+        ops = FrontierOps(server, part, spider="sp")
+        names = ops.script_keys
+        assert names[0] == part.anchor, layout
+        assert names == [ops.ctx[name] for name in CTX_KEYS[:len(names)]], layout
+        assert all(names) and not any(ops.ctx.get(name) for name in CTX_KEYS[len(names):]), layout
+        if part.tag:
+            assert {key_slot(name.encode()) for name in names} == {key_slot(part.anchor.encode())}, layout
+        assert set(json.loads(ops.tick_args()[0])["ctx"]) == set(CTX_HEAD), layout
+    assert len(FrontierOps(server, layouts["untagged"], spider="sp").script_keys) == len(CTX_KEYS)
+    assert len(FrontierOps(server, layouts["grouped one partition"], spider="sp").script_keys) == len(CTX_KEYS) - 1
+    assert len(FrontierOps(server, layouts["placed, 3 of 8"], spider="sp").script_keys) == len(CTX_KEYS) - 5
+
+
 def test_frontier_of_is_none_off_the_shared_frontier():
     crawler = get_crawler(Spider)
     assert frontier_of(crawler) is None, "not started"

@@ -1,8 +1,8 @@
---! include _now _helpers
--- KEYS[1]: the partition's anchor (routing). ARGV: JSON ctx, lease id, kind ('queue' | 'list' | 'delay' | 'push'), priority or delay seconds, member, domain ('push')
+--! include _now _ctx _helpers
+-- KEYS: the partition's key names (_ctx.lua). ARGV: JSON ctx (spider, lanes), lease id, kind ('queue' | 'list' | 'delay' | 'push'), priority or delay seconds, member, domain ('push')
 -- queue: a lease goes back to the front of its domain's queue; push: a new request
 -- (a requeued dead letter) to the back; delay: to <spider>:delayed; list: LPUSH (the DLQ)
-local ctx = cjson.decode(ARGV[1])
+local ctx = ctx_of(cjson.decode(ARGV[1]))
 local id, kind = ARGV[2], ARGV[3]
 if kind == 'push' then
   push(ctx, ARGV[6], ARGV[4], ARGV[5], false)

@@ -1,12 +1,12 @@
---! include _now _helpers
+--! include _now _ctx _helpers
 -- The refresher moves due pages into the frontier, each exactly once per due time.
--- KEYS[1]: the partition's anchor (routing). ARGV[1]: JSON {ctx, revisits (hash key), pages: [{fp, due, payload, priority, domain}, ...]}
+-- KEYS: the partition's key names (_ctx.lua). ARGV[1]: JSON {ctx (spider, lanes), revisits (hash key), pages: [{fp, due, payload, priority, domain}, ...]}
 -- A page is queued (like any request, in its domain's queue, so politeness holds) only if
 -- the revisits hash does not already hold this due time, or a later one, for it: a refresher
 -- that died after queueing a batch, before marking the store, is not repeated by the next one.
 -- Returns the fingerprints queued.
 local a = cjson.decode(ARGV[1])
-local ctx = a.ctx
+local ctx = ctx_of(a.ctx)
 local queued = {}
 for _, p in ipairs(a.pages) do
   local due = tonumber(p.due)

@@ -1,6 +1,6 @@
---! include _now _helpers
--- KEYS: inflight; ARGV: JSON ctx (spider, domain), ttl, lease ids. Returns the ids that are no longer leased.
-local ctx = cjson.decode(ARGV[1])
+--! include _now _ctx _helpers
+-- KEYS: the partition's key names (_ctx.lua; KEYS[1] inflight); ARGV: JSON ctx (spider), ttl, lease ids. Returns the ids that are no longer leased.
+local ctx = ctx_of(cjson.decode(ARGV[1]))
 local lost = {}
 local until_s = deadline_s(now + tonumber(ARGV[2]))
 for i = 3, #ARGV do

@@ -1,15 +1,14 @@
---! include _now _helpers _policy
+--! include _now _ctx _helpers _policy
 -- Everything a worker has to tell one partition of the frontier, and the
--- requests it takes, in one call. KEYS[1]: the partition's anchor key (routing
--- only); ARGV[2..] the enqueues, 2 arguments each (crawlhub.frontier.records.EnqueueOp.to_argv:
+-- requests it takes, in one call. KEYS: the partition's key names (_ctx.lua; KEYS[1] its anchor);
+-- ARGV[2..] the enqueues, 2 arguments each (crawlhub.frontier.records.EnqueueOp.to_argv:
 -- the filter's spec (kind, key, extra), priority, force ('1' or ''), ends (lease id or ''),
 -- domain, tab-separated; then the payload); ARGV[1] is JSON
---   {ctx: {spider, prefix, schedule, counts, inflight, leases, seq, delayed, seen,
---          known, domain, dlq; untagged also paused, budget, budget_used, limits, epoch},
+--   {ctx: {spider, factor_max, recovery, lanes} (the rest of ctx, the key names, from KEYS: _ctx.lua),
 --    fin: [{domain, lease ('' = none), outcome, retry_after}, ...],
 --   (crawlhub.frontier.records: EnqueueOp, Finish)
 --    ack: [lease id, ...],
---    n, ttl, worker, default_budget, conf (politeness), scan, factor_max, recovery,
+--    n, ttl, worker, default_budget, conf (politeness), scan,
 --    workers (live workers of the spider), held ({domain: slots this worker holds}),
 --    lanes (the queues' lanes this worker takes: '' = the domains' own queues, 'browser'... ; default {''}),
 --    ahead (up to this many more than n, from domains with no pace and no cap; default 0)}
@@ -23,8 +22,7 @@
 -- (epoch: '' = not read; else 'e' .. the epoch key's value, 'e' alone when the key is gone)
 -- (read by crawlhub.frontier.records.Tick.from_reply)
 local a = cjson.decode(ARGV[1])
-local ctx = a.ctx
-ctx.factor_max, ctx.recovery = a.factor_max, a.recovery
+local ctx = ctx_of(a.ctx)
 -- the enqueues' pushes and the finishes' slot releases are gathered and written per domain (flush_batch),
 -- before the acks and the leases (nothing between pops or raises a schedule score)
 ctx.batch, ctx.factors = new_batch(), {}
