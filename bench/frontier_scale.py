@@ -45,6 +45,7 @@ off, and stopped at the end.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import multiprocessing
 import os
@@ -152,10 +153,14 @@ def make_partitions(client, partitions: int, cluster: bool):
     # rate is off so that Redis, not the domains' pace, is measured
     from crawlhub import default_settings as defaults
 
+    options = {"filters": filters, "recheck": 0.2, "link_hold": getattr(defaults, "FRONTIER_LINK_HOLD", None),
+               "link_batch": getattr(defaults, "FRONTIER_LINK_BATCH", None),
+               "per_lease": getattr(defaults, "FRONTIER_PARTITIONS_PER_LEASE", None),
+               "per_call": getattr(defaults, "FRONTIER_LEASES_PER_PARTITION", None)}
+    # (this file copied into an older checkout, to measure its code on this workload: the options it knows)
+    known = inspect.signature(Partitions).parameters
     return Partitions(client, keys, {"rate": 0, "concurrency": 8, "burst": 1, "base": 0.5, "recheck": 1.0}, 16,
-                      filters=filters, recheck=0.2, link_hold=defaults.FRONTIER_LINK_HOLD,
-                      link_batch=defaults.FRONTIER_LINK_BATCH, per_lease=defaults.FRONTIER_PARTITIONS_PER_LEASE,
-                      per_call=defaults.FRONTIER_LEASES_PER_PARTITION)
+                      **{k: v for k, v in options.items() if k in known and v is not None})
 
 
 def payload(domain: str, n: int) -> bytes:
@@ -250,7 +255,8 @@ def worker_loop(args: tuple) -> tuple[int, int, int, int, int]:
             fin.append(Finish(d, taken.lease_id, "ok"))  # the download is over: its slot frees (the worker's warden)
             acks.append(taken.lease_id)
     # the window is over: its last pages end (held links and acks too), as a worker's close does
-    parts.drain()
+    if hasattr(parts, "drain"):  # (an older checkout's Partitions holds no links)
+        parts.drain()
     for _ in range(2):
         result = parts.tick(enq, fin, acks, 0, f"w{seed}", 60.0, 0, 1, None, safe_acks=safe)
         pages += result.tick.acked
