@@ -183,6 +183,10 @@ def test_scenario(scenario, request, env, site, mongo_db, tmp_path):
     # the end: all stored but the forbidden page's products, whose page is in the DLQ with the reason
     assert wait_for(lambda: products() == expected and frontier.letters(), 90), (
         products(), frontier.letters(), _frontier_state(env, spider), [w.log()[-3000:] for w in workers])
+    # (one letter: a second says what it is, and the workers' lines on letters and expired leases how it came)
+    assert len(frontier.letters()) == 1, (frontier.letters(), _frontier_state(env, spider), [
+        (w.name, line) for w in workers for line in w.log().splitlines()
+        if any(word in line.lower() for word in ("letter", "dlq", "expired", "lost", "redis"))][-60:])
     (letter,) = frontier.letters()
     assert letter["url"] == f"{shop.url}{FORBIDDEN}" and letter["status"] == 403 and letter["error"], letter
     if operation == "requeue":  # the site is fixed and the letter requeued: its products come
