@@ -48,8 +48,8 @@ from crawlhub.roles import LANES
 # The key names a script's ctx takes from KEYS, in this order (lua/_ctx.lua reads them by position): the in-flight
 # set first, the partition's anchor (a cluster client routes the call by it). The last five are the round's keys a
 # tagged partition's client reads itself: untagged, all five; one grouped partition, the first four (the run-time
-# limits are cluster-wide: another slot); else none. Names in KEYS cost a script nothing to read; in a JSON header
-# they cost it 14 us a call to decode.
+# limits are cluster-wide: another slot); else none. Names in KEYS spare a script decoding them: the tick's
+# header decoded in 19.4 us a call with them, 15.1 without (docs/benchmarks.md).
 CTX_KEYS = ("inflight", "prefix", "schedule", "counts", "leases", "seq", "delayed", "dlq", "seen", "known", "domain",
             "paused", "budget", "budget_used", "epoch", "limits")
 # what else a script's ctx holds, in its JSON (ARGV[1]'s "ctx"; finish, move, renew: ARGV[1] itself)
