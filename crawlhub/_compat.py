@@ -11,6 +11,11 @@ Scrapy:
   of their download until their callback's output is consumed. The lease
   warden's sweep ends a lease whose request left it with no end recorded;
   without it the sweep is off (the signals still end most leases).
+* ``BaseRunSpiderCommand._create_crawler(spidercls)``: how ``scrapy crawl``
+  makes its crawler. crawlhub's crawl command (crawlhub/commands/crawl.py)
+  leaves it the Redis client its checks connected, so that a worker connects
+  to each Redis node once; without it the scheduler connects again (two
+  connections per node at start, as before #30's measurement).
 
 scrapy-playwright (``ScrapyPlaywrightDownloadHandler``):
 * ``config`` (launch options, limits) and ``abort_request``: set by crawlhub's

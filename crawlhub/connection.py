@@ -6,6 +6,7 @@ REDIS_URL / MONGO_URI unset means the embedded local servers
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
@@ -114,17 +115,30 @@ def is_cluster(server: redis.Redis) -> bool:
 REDIS_COMMANDS_STAT = "redis/commands"
 
 
-def counted(base: type[AbstractConnection], stats: StatsCollector) -> type[AbstractConnection]:
+class CommandCounter:
+    """Where a client's connections count the commands they send (``redis/commands``): a crawler's stats, given
+    when the client is made, or later, when a crawler takes over a client made before it (:func:`take_over`)."""
+
+    def __init__(self, stats: StatsCollector | None = None) -> None:
+        self.stats = stats
+
+    def add(self, n: int) -> None:
+        if self.stats is not None:
+            self.stats.inc_value(REDIS_COMMANDS_STAT, n)
+
+
+def counted(base: type[AbstractConnection], stats: StatsCollector | CommandCounter) -> type[AbstractConnection]:
     """``base`` (a redis-py connection class) counting in ``stats`` every command it sends, one by one or
     in a pipeline (what the server counts, health-check PINGs and MULTI/EXEC included)."""
+    counter = stats if isinstance(stats, CommandCounter) else CommandCounter(stats)
 
     def send_command(self: Any, *args: Any, **kwargs: Any) -> None:
-        stats.inc_value(REDIS_COMMANDS_STAT)
+        counter.add(1)
         base.send_command(self, *args, **kwargs)  # type: ignore[no-untyped-call]
 
     def pack_commands(self: Any, commands: Any) -> Any:
         commands = list(commands)
-        stats.inc_value(REDIS_COMMANDS_STAT, len(commands))
+        counter.add(len(commands))
         return base.pack_commands(self, commands)  # type: ignore[no-untyped-call]
 
     return type(f"Counted{base.__name__}", (base,), {"send_command": send_command, "pack_commands": pack_commands})
@@ -166,15 +180,21 @@ class _CommandTable(dict[str, Any]):
     and a 100 KB reply) each time a cluster client is made, though a client sends a few dozen commands; here the
     client's usual ones (:data:`ROUTED_COMMANDS`) are read in one COMMAND INFO and any other the first time the
     client routes it. A Redis upgrade does not change a command's key positions, so an entry read stays right;
-    a name the server does not know is asked once."""
+    a name the server does not know is asked once.
+
+    Nothing is read while the client is being made, only at its first routed command: redis-py 8 closes the
+    connections its client opened before its maintenance-notification set-up (the end of its ``__init__``), so a
+    read made there costs a master a connection of its own (some 0.4 ms of its CPU: bench/frontier_costs.py)."""
 
     def __init__(self, node: Any, names: tuple[str, ...]) -> None:
         super().__init__()
         self._node = node  # () -> a node's client (redis-py's default node: the one COMMAND was sent to)
         self._absent: set[str] = set()
-        self.read(names)
+        self._first: tuple[str, ...] | None = names  # read with the first entry asked for
 
     def read(self, names: tuple[str, ...]) -> None:
+        if self._first is not None:
+            names, self._first = (*self._first, *names), None
         wanted = [n for n in names if not dict.__contains__(self, n) and n not in self._absent]
         if not wanted:
             return
@@ -209,10 +229,11 @@ class CrawlhubCluster(RedisCluster):
         return pipe
 
 
-def get_redis(settings: BaseSettings, stats: StatsCollector | None = None) -> redis.Redis:
+def get_redis(settings: BaseSettings, stats: StatsCollector | CommandCounter | None = None) -> redis.Redis:
     """A Redis client (bytes responses) for REDIS_URL or the embedded server; a cluster client
     (redis-py's RedisCluster, same commands) when the settings name a Redis Cluster. With ``stats``
-    (a crawler's), the client counts the commands it sends there (``redis/commands``)."""
+    (a crawler's, or a :class:`CommandCounter` given one later), the client counts the commands it sends there
+    (``redis/commands``)."""
     params: dict[str, Any] = dict(REDIS_PARAMS)
     # a restarted Redis: reconnect with backoff (about 20 s in all) before failing
     params["retry"] = Retry(ExponentialBackoff(cap=3.0, base=0.1), settings.getint("REDIS_RETRIES", 10))
@@ -242,7 +263,7 @@ def get_redis(settings: BaseSettings, stats: StatsCollector | None = None) -> re
     return single
 
 
-def connect_redis(settings: BaseSettings, stats: StatsCollector | None = None) -> redis.Redis:
+def connect_redis(settings: BaseSettings, stats: StatsCollector | CommandCounter | None = None) -> redis.Redis:
     """get_redis(), waiting up to REDIS_STARTUP_WAIT seconds for the server to answer.
 
     Raises :class:`Unreachable` with a one-line reason when it does not.
@@ -273,6 +294,41 @@ def connect_redis(settings: BaseSettings, stats: StatsCollector | None = None) -
                          f"cannot reach Redis at {redact_url(url)}", attempt, then="stopping with exit code 2")
 
 
+# The attribute of a Crawler that holds the Redis client the crawl command's checks connected, until its scheduler
+# takes it (crawlhub.commands.crawl; crawlhub.frontier.scheduler)
+HANDED_REDIS = "_crawlhub_redis"
+
+
+def redis_identity(settings: BaseSettings) -> str:
+    """What makes the Redis clients of two settings interchangeable: the server or cluster, its parameters, its
+    retries (the password is in the URL: this string is compared, never shown)."""
+    params = {k: repr(v) for k, v in settings.getdict("REDIS_PARAMS").items()}
+    return json.dumps([redis_location(settings), settings.get("REDIS_CLUSTER_NODES") or "", params,
+                       settings.getint("REDIS_RETRIES", 10)], sort_keys=True, default=str)
+
+
+def hand_over(crawler: Any, server: redis.Redis, settings: BaseSettings, counter: CommandCounter) -> None:
+    """Leave ``server``, connected for ``settings`` before ``crawler`` was made (the crawl command's checks: Redis
+    answers, the duplicate filter's settings), to the crawler's scheduler, which would connect again: a new
+    connection costs a Redis server some 0.4 ms of CPU, and a cluster client opens one to each master, so a worker
+    that connected twice cost each master twice that at every start (bench/frontier_costs.py)."""
+    setattr(crawler, HANDED_REDIS, (redis_identity(settings), server, counter))
+
+
+def take_over(crawler: Any) -> redis.Redis | None:
+    """The client :func:`hand_over` left to ``crawler``, now counting its commands in the crawler's stats; None if
+    none was left, or if it was made for other Redis settings than the crawler's (it is closed then)."""
+    handed = vars(crawler).pop(HANDED_REDIS, None)
+    if handed is None:
+        return None
+    identity, server, counter = handed
+    if identity != redis_identity(crawler.settings):
+        server.close()
+        return None
+    counter.stats = crawler.stats
+    return server  # type: ignore[no-any-return]
+
+
 def retry_startup(settings: BaseSettings, waiting: str, giving_up: str, attempt: Callable[[], T],
                   then: str = "") -> T:
     """attempt() again while it raises a Redis error, for up to REDIS_STARTUP_WAIT seconds (0.5 s between tries,
@@ -300,7 +356,7 @@ class ClusterNotReady(redis.RedisError):
     """Every node answers, but a master says the cluster is down."""
 
 
-def _connect_cluster(settings: BaseSettings, url: str, stats: StatsCollector | None) -> redis.Redis:
+def _connect_cluster(settings: BaseSettings, url: str, stats: StatsCollector | CommandCounter | None) -> redis.Redis:
     """A cluster client, once the cluster answers (its slots are read when the client is made) and every master
     says it is ok: a node answers PING while the cluster is down (a master lost, slots uncovered, a node that has
     not heard from the others yet), and a command on a key would fail with CLUSTERDOWN."""

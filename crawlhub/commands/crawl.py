@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from scrapy.commands.crawl import Command as _Base
 
 from crawlhub.addon import worker_settings
-from crawlhub.connection import BadURL, Unreachable, check_mongo, connect_redis
+from crawlhub.connection import BadURL, CommandCounter, Unreachable, check_mongo, connect_redis, hand_over
 from crawlhub.frontier.dupefilter import FilterMismatch, make_filter
 from crawlhub.revisit.policy import BadDuration, RevisitPolicy
 
@@ -30,16 +31,31 @@ class Refused(Exception):
 
 
 class Command(_Base):
+    # the Redis client the checks connected, left to the crawler Scrapy makes next (its scheduler takes it over)
+    checked: tuple[Any, Any, CommandCounter] | None = None
+
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         assert self.settings is not None
         if self.settings.getbool("CRAWLHUB_SHARED", True) and args:
             try:
                 self.preflight(args[0])
             except (Unreachable, FilterMismatch, BadURL, BadDuration, Refused) as exc:
+                if self.checked is not None:  # (MongoDB's check failed after Redis's)
+                    self.checked[0].close()
+                    self.checked = None
                 print(f"crawlhub: {exc}", file=sys.stderr)
                 self.exitcode = 2
                 return
         super().run(args, opts)
+
+    def _create_crawler(self, spidercls: Any) -> Any:
+        """Scrapy's crawler, given the Redis client the checks connected (crawlhub.connection.hand_over)."""
+        crawler = super()._create_crawler(spidercls)
+        if self.checked is not None:
+            server, settings, counter = self.checked
+            self.checked = None
+            hand_over(crawler, server, settings, counter)
+        return crawler
 
     def preflight(self, spider_name: str) -> None:
         assert self.crawler_process is not None and self.settings is not None
@@ -52,11 +68,14 @@ class Command(_Base):
         if refused:
             raise Refused("\ncrawlhub: ".join(refused))
         RevisitPolicy.for_spider(spidercls, settings)
-        server = connect_redis(settings)
+        counter = CommandCounter()  # (the crawler's stats, once its scheduler takes the client over)
+        server = connect_redis(settings, counter)
         try:
             make_filter(server, settings, settings.get("SCHEDULER_DUPEFILTER_KEY") % {"spider": spider_name})
-        finally:
+        except BaseException:
             server.close()
+            raise
+        self.checked = (server, settings, counter)
         if settings.get("MONGO_URI") and settings.getdict("ITEM_PIPELINES").get(MONGO_PIPELINE) is not None:
             try:
                 check_mongo(settings)

@@ -35,7 +35,15 @@ from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.misc import build_from_crawler, load_object
 
 from crawlhub import meta, services
-from crawlhub.connection import REDIS_ERRORS, connect_redis, redis_location, redis_shown, retry_startup, worker_id
+from crawlhub.connection import (
+    REDIS_ERRORS,
+    connect_redis,
+    redis_location,
+    redis_shown,
+    retry_startup,
+    take_over,
+    worker_id,
+)
 from crawlhub.frontier.client import FrontierClient
 from crawlhub.frontier.dupefilter import RedisDupeFilter
 from crawlhub.frontier.serializer import EncodeError
@@ -120,7 +128,8 @@ class RedisScheduler(BaseScheduler):
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RedisScheduler:
-        server = connect_redis(crawler.settings, crawler.stats)
+        # the client `scrapy crawl`'s checks connected, if its settings are the crawler's (one connection per node)
+        server = take_over(crawler) or connect_redis(crawler.settings, crawler.stats)
         return cls(crawler, FrontierClient(server, crawler.settings, crawler.stats, worker_id(), crawler.signals))
 
     @property

@@ -9,7 +9,9 @@ import time
 import redis
 
 from crawlhub.services import EmbeddedRedis
-from tests.harness import cli, crawl_env, start_worker, wait_for
+from tests.harness import cli, crawl_env, start_worker, wait_all, wait_for
+from tests.redis_cluster import LocalRedisCluster
+from tests.sites.shop import shop_pages
 
 WINDOW = 10.0  # seconds of idle traffic counted
 # An idle worker's own traffic, whatever FRONTIER_PARTITIONS: the poller's check (one command per
@@ -72,3 +74,49 @@ def test_an_idle_worker_costs_redis_the_same_at_48_partitions_as_at_1(tmp_path, 
     assert n48 <= 1.5 * n1 + 10, f"the idle cost grows with the partitions: {shown}"
     assert many["ZCARD"] + many["ZCOUNT"] <= 2 * WINDOW / 0.5 + 10, f"the idle check is one command per poll: {shown}"
     print(f"\nidle commands in {WINDOW:.0f} s: {shown}")
+
+
+def worker_connections(tmp_path, mongo_uri, mongo_db, site, cluster: bool) -> dict[int, int]:
+    """One worker's whole `scrapy crawl` of a small shop (start, crawl, close on idle), on a private redis-server or
+    a 3-master cluster, FRONTIER_PARTITIONS=8: the connections each Redis node received meanwhile (INFO stats'
+    total_connections_received; the test's own clients connect before the first reading)."""
+    shop = site(shop_pages(16, 4), delay=0.02)
+    if cluster:
+        nodes = LocalRedisCluster(tmp_path / "cluster", masters=3, appendonly=False).start()
+        ports, stop = nodes.primaries(), nodes.stop
+        env = crawl_env("", mongo_uri, mongo_db.name, tmp_path / "home", MAX_IDLE_TIME_BEFORE_CLOSE=2)
+        env.pop("REDIS_URL")
+        env["REDIS_CLUSTER_NODES"] = nodes.nodes
+        seeder = nodes.client()
+    else:
+        server = EmbeddedRedis(tmp_path / "redis")
+        server.ensure()
+        ports, stop = [server.port], server.stop
+        env = crawl_env(server.url(), mongo_uri, mongo_db.name, tmp_path / "home", MAX_IDLE_TIME_BEFORE_CLOSE=2)
+        seeder = redis.Redis.from_url(server.url())
+    try:
+        readers = {port: redis.Redis(port=port) for port in ports}
+        seeder.lpush("scrapeme:start_urls", f"{shop.url}/shop/")
+        before = {port: int(r.info("stats")["total_connections_received"]) for port, r in readers.items()}
+        worker = start_worker("scrapeme", env, tmp_path / "logs", f"conn{int(cluster)}", FRONTIER_PARTITIONS=8)
+        wait_all([worker], 120)
+        assert len(set(shop.fetched("/shop"))) == 4 and mongo_db.products.count_documents({}) == 16, worker.log()[-3000:]
+        return {port: int(r.info("stats")["total_connections_received"]) - before[port] for port, r in readers.items()}
+    finally:
+        stop()
+
+
+def test_a_worker_connects_to_each_redis_node_once(tmp_path, mongo_uri, mongo_db, site):
+    """#30: a new connection costs a Redis server some 0.4 ms of CPU (accept, HELLO, the client's name, the close),
+    as much as a page's whole crawl on one server. A worker made ten on a 3-master cluster at each start: the crawl
+    command's checks and the scheduler each made a cluster client (a connection to each master, one more for the
+    slots, one more for the command table, which redis-py 8 closes at the end of its set-up). Now the scheduler
+    takes over the checks' client, and the command table is read on a connection that stays: one connection to
+    each node, and on a cluster the one that reads the slots."""
+    single = worker_connections(tmp_path / "single", mongo_uri, mongo_db, site, cluster=False)
+    assert sum(single.values()) <= 1, f"a worker connected {single} times to one redis-server"
+    mongo_db.products.delete_many({})
+    spread = worker_connections(tmp_path / "cluster", mongo_uri, mongo_db, site, cluster=True)
+    assert sum(spread.values()) <= len(spread) + 1, f"a worker made {spread} connections (per master) to a cluster"
+    assert all(n >= 1 for n in spread.values()), f"the worker did not reach every master: {spread}"
+    print(f"\nconnections of one worker: one redis-server {single}, a 3-master cluster {spread}")

@@ -154,8 +154,9 @@ def test_one_partition_on_a_cluster_is_one_masters_and_one_script_call_a_round(c
     calls = {p: int(redis_client_of(p).info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)) - evalsha[p]
              for p in cluster.primaries()}
     assert calls[node.port] > 0 and all(n == 0 for p, n in calls.items() if p != node.port), calls
-    # a worker's components share one cluster client (one COMMAND table read, about 0.7 ms of a master's CPU: two
-    # per worker with the crawl command's own check, and one per crawlhub command run here), and its pipelines
+    # a worker's components share one cluster client (one COMMAND table read, about 0.7 ms of a master's CPU: one
+    # per worker, whose scheduler takes over the crawl command's checks' client, and one per crawlhub command run
+    # here), and its pipelines
     # route script calls by their keys without asking the server (COMMAND GETKEYS, a round trip per call)
     stats = [redis_client_of(port).info("commandstats") for port in cluster.primaries()]
     assert not any("cmdstat_command|getkeys" in st for st in stats), [st.get("cmdstat_command|getkeys") for st in stats]

@@ -55,6 +55,19 @@ def test_scrapy_engine_slot_inprogress_holds_the_requests_of_the_engine():
     assert _compat.in_progress(crawler) == {"a request"}
 
 
+def test_scrapy_crawl_makes_its_crawler_through_create_crawler():
+    """Scrapy's private BaseRunSpiderCommand._create_crawler (crawlhub's crawl command leaves the crawler the Redis
+    client its checks connected through it): `scrapy crawl` makes its crawler there, and the override is called."""
+    from scrapy.commands import BaseRunSpiderCommand
+    from scrapy.commands.crawl import Command as ScrapyCrawl
+
+    from crawlhub.commands.crawl import Command
+
+    assert "_create_crawler(" in inspect.getsource(ScrapyCrawl.run), "scrapy crawl no longer makes its crawler there"
+    assert list(inspect.signature(BaseRunSpiderCommand._create_crawler).parameters) == ["self", "spidercls"]
+    assert Command._create_crawler is not BaseRunSpiderCommand._create_crawler
+
+
 def test_scrapy_playwright_handler_has_what_crawlhub_overrides():
     from scrapy_playwright.handler import ScrapyPlaywrightDownloadHandler
 
