@@ -248,3 +248,30 @@ def test_a_counted_connection_counts_every_command_it_packs_into_the_crawlers_st
         pool = get_redis(Settings({"REDIS_URL": url}), stats).connection_pool
         assert issubclass(pool.connection_class, base) and pool.connection_class is not base, url
         assert get_redis(Settings({"REDIS_URL": url})).connection_pool.connection_class is base, "no stats: no count"
+
+
+def test_the_scheduler_takes_over_the_checks_client_only_for_the_same_redis_settings():
+    """#30: `scrapy crawl`'s checks leave their Redis client to the crawler (crawlhub.connection.hand_over); the
+    scheduler takes it over (one connection per node, not two) when the crawler's Redis settings are the checks',
+    and it counts from then on in the crawler's stats; for other settings it is closed and None is returned (the
+    scheduler connects anew). Taken once."""
+    from scrapy.settings import Settings
+    from scrapy.statscollectors import MemoryStatsCollector
+    from scrapy.utils.test import get_crawler
+
+    from crawlhub.connection import REDIS_COMMANDS_STAT, CommandCounter, get_redis, hand_over, take_over
+
+    url = "redis://127.0.0.1:1/0"
+    for crawler_url, kept in [(url, True), ("redis://127.0.0.1:2/0", False)]:
+        crawler = get_crawler(settings_dict={"REDIS_URL": crawler_url})
+        crawler.stats = MemoryStatsCollector(crawler)
+        counter = CommandCounter()
+        checked = Settings({"REDIS_URL": url})
+        server = get_redis(checked, counter)
+        counter.add(5)  # (the checks' commands: counted nowhere)
+        hand_over(crawler, server, checked, counter)
+        taken = take_over(crawler)
+        assert (taken is server) is kept and (taken is None) is not kept, crawler_url
+        assert take_over(crawler) is None, "handed over once"
+        server.connection_pool.connection_class().pack_commands([("GET", "a"), ("GET", "b")])
+        assert crawler.stats.get_value(REDIS_COMMANDS_STAT) == (2 if kept else None), crawler_url
