@@ -26,6 +26,7 @@ per page within 1.5x of one redis-server with one partition.
     .venv/bin/python -m bench.frontier_costs                 # 3 crawl workers, 48 pages, 6 idle workers, 10 s windows
     .venv/bin/python -m bench.frontier_costs --quick         # 1 and 48 partitions only
     .venv/bin/python -m bench.frontier_costs --full-speed 10000   # the saturated cost per page, one worker
+    .venv/bin/python -m bench.frontier_costs --starts 5 --window 5 --against ../old   # a worker's start and close
 """
 
 from __future__ import annotations
@@ -273,6 +274,58 @@ def full_speed(home: Path, pages: int) -> None:
         servers.stop()
 
 
+def starts(home: Path, count: int, window: float, against: Path | None) -> None:
+    """A worker's start and close on a frontier with nothing to crawl (``scrapy crawl``, MAX_IDLE_TIME_BEFORE_CLOSE=1,
+    48 partitions): Redis main-thread CPU summed over the masters from before the worker starts to after it exits,
+    the servers' own (a window before and after) taken off, and the connections it made (INFO stats). ``count``
+    starts per layout; with ``against`` (another checkout), that tree's worker takes turns with this one's, on the
+    same servers."""
+    import subprocess
+
+    trees = [("this tree", ROOT)] + ([("against", against)] if against else [])
+    mongo = EmbeddedMongo(home / "mongo")
+    mongo.ensure()
+    try:
+        for cluster in (False, True):
+            servers = Servers(home / f"starts{int(cluster)}", cluster)
+            rows: dict[str, list[tuple[float, int, int, float, float]]] = {name: [] for name, _ in trees}
+            try:
+                time.sleep(1.0)
+                for turn in range(count):
+                    for name, tree in trees:
+                        servers.flush()
+                        env = workers_env(servers, mongo.url(), f"starts{turn}", home / "crawlhub", 48, 1)
+                        before, _ = measure(servers, window)
+                        cpu0, cmd0 = servers.reading()
+                        usec0 = servers.command_usec()
+                        conn0 = sum(int(r.info("stats")["total_connections_received"]) for r in servers.readers)
+                        started = time.monotonic()
+                        done = subprocess.run([sys.executable, "-m", "scrapy", "crawl", SPIDER, "-s", "LOG_LEVEL=WARNING"],
+                                              cwd=tree, env=env, capture_output=True, text=True, timeout=120)
+                        took = time.monotonic() - started
+                        cpu1, cmd1 = servers.reading()
+                        usec1 = servers.command_usec()
+                        conn1 = sum(int(r.info("stats")["total_connections_received"]) for r in servers.readers)
+                        after, _ = measure(servers, window)
+                        if done.returncode != 0:
+                            raise SystemExit(f"{name}: the worker exited {done.returncode}: {done.stderr[-2000:]}")
+                        own = (before + after) / (2 * window)
+                        rows[name].append(((cpu1 - cpu0 - own * took) * 1e3, conn1 - conn0, cmd1 - cmd0,
+                                           (usec1 - usec0) / 1e3, took))
+            finally:
+                servers.stop()
+            layout = "3-master cluster" if cluster else "one redis-server"
+            for name, got in rows.items():
+                ms = sorted(r[0] for r in got)
+                print(f"{layout:>16} {name:>10}: a worker's start and close {statistics.median(ms):6.2f} ms of Redis CPU "
+                      f"(runs {', '.join(f'{m:.2f}' for m in (r[0] for r in got))}), connections "
+                      f"{sorted({r[1] for r in got})}, commands {statistics.median(r[2] for r in got):.0f}, their "
+                      f"time {statistics.median(r[3] for r in got):.2f} ms, {statistics.median(r[4] for r in got):.1f} s",
+                      flush=True)
+    finally:
+        mongo.stop()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workers", type=int, default=3, help="workers of the crawl")
@@ -286,7 +339,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="write the figures to this file too")
     parser.add_argument("--full-speed", type=int, metavar="PAGES",
                         help="instead: one worker at full speed on bench/site.py, Redis CPU per page and where it goes")
+    parser.add_argument("--starts", type=int, metavar="N",
+                        help="instead: a worker's start and close on an empty frontier, N times per layout")
+    parser.add_argument("--against", type=Path, help="with --starts: another checkout's worker, taking turns")
     opts = parser.parse_args(argv)
+    if opts.starts:
+        home = Path(tempfile.mkdtemp(prefix="bench-costs-"))
+        try:
+            starts(home, opts.starts, opts.window, opts.against)
+        finally:
+            shutil.rmtree(home, ignore_errors=True)
+        return 0
     if opts.full_speed:
         home = Path(tempfile.mkdtemp(prefix="bench-costs-"))
         try:
