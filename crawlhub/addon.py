@@ -36,7 +36,7 @@ from scrapy.settings import BaseSettings, Settings
 from crawlhub import default_settings
 from crawlhub.config import SettingError, apply_env_overrides
 from crawlhub.habits import translate
-from crawlhub.roles import BROWSER, IMPERSONATE, declared
+from crawlhub.roles import BROWSER, IMPERSONATE, IMPERSONATE_HANDLER, declared, is_scrapy_handler
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -95,9 +95,6 @@ def apply_spider(settings: BaseSettings, spidercls: type[Spider]) -> None:
                 settings.set(name, value, "spider")
     if settings.getbool("IMPERSONATE_ENABLED") and (not roles or IMPERSONATE in roles):
         # the impersonate rung in front of Scrapy's own handler (the browser's handler has it inside)
-        from crawlhub.impersonate import HANDLER as IMPERSONATE_HANDLER
-        from crawlhub.impersonate import is_scrapy_handler
-
         handlers = settings.getwithbase("DOWNLOAD_HANDLERS")
         for scheme in ("http", "https"):
             if is_scrapy_handler(handlers.get(scheme)):  # (a handler of the project's own is left as it is)
@@ -125,6 +122,13 @@ def worker_settings(settings: BaseSettings, spidercls: type[Spider]) -> BaseSett
     install(settings)
     apply_spider(settings, spidercls)
     return settings
+
+
+def known_spiders(project_settings: BaseSettings) -> list[str]:
+    """The project's spiders (Scrapy's spider loader)."""
+    from scrapy.spiderloader import get_spider_loader
+
+    return sorted(get_spider_loader(project_settings).list())
 
 
 def spider_settings(settings: BaseSettings, spider: str) -> BaseSettings:

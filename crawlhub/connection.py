@@ -12,10 +12,9 @@ import os
 import socket
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import redis
-from pymongo import MongoClient
 from redis._parsers.helpers import parse_command
 from redis.backoff import ExponentialBackoff
 from redis.cluster import ClusterNode, RedisCluster
@@ -27,6 +26,9 @@ from scrapy.statscollectors import StatsCollector
 
 from crawlhub import services
 from crawlhub.config import redact_url
+
+if TYPE_CHECKING:
+    from pymongo import MongoClient
 
 # What a Redis call raises when the server, or a cluster's nodes, cannot answer. redis-py's RedisClusterException
 # ("Redis Cluster cannot be connected", a slot not covered while the cluster restarts) is not a RedisError: every

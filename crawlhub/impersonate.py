@@ -39,6 +39,7 @@ from scrapy.responsetypes import responsetypes
 from crawlhub import meta
 from crawlhub.profiles import family_of
 from crawlhub.roles import IMPERSONATE, IMPERSONATE_HANDLER
+from crawlhub.roles import SCRAPY_HANDLER as SCRAPY_HANDLER  # (kept here too: the add-on reads it from roles)
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -46,7 +47,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 HANDLER = IMPERSONATE_HANDLER
-SCRAPY_HANDLER = "scrapy.core.downloader.handlers.http11.HTTP11DownloadHandler"
 # the rungs of the ladder, cheapest first (crawlhub.downloadermiddlewares.ladder)
 
 # libcurl's error codes (curl/curl.h) as the exceptions Scrapy's own handler raises
@@ -150,11 +150,6 @@ class Impersonator:
         if self.session is not None:
             await self.session.close()
             self.session = None
-
-
-def is_scrapy_handler(handler: Any) -> bool:
-    """Scrapy's own HTTP handler (as a path or the class): the one the impersonate handler stands in front of."""
-    return handler in (SCRAPY_HANDLER, HTTP11DownloadHandler)
 
 
 def impersonated(request: Request) -> bool:

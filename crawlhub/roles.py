@@ -34,6 +34,14 @@ PLAIN, IMPERSONATE, BROWSER = "plain", "impersonate", "browser"
 RUNGS = (PLAIN, IMPERSONATE, BROWSER)
 IMPERSONATE_HANDLER = "crawlhub.impersonate.ImpersonateDownloadHandler"  # (crawlhub.impersonate)
 BROWSER_HANDLER = "crawlhub.browser_handler.BrowserDownloadHandler"  # (crawlhub.browser)
+SCRAPY_HANDLER = "scrapy.core.downloader.handlers.http11.HTTP11DownloadHandler"
+
+
+def is_scrapy_handler(handler: Any) -> bool:
+    """Scrapy's own HTTP handler (as a path or the class): the one the impersonate handler stands in front of.
+    Compared by name: reading a spider's settings (the crawlhub command does, for each spider) loads no handler."""
+    name = f"{handler.__module__}.{handler.__qualname__}" if isinstance(handler, type) else handler
+    return bool(name == SCRAPY_HANDLER)
 
 # Every lane of a crawl ("" = the domains' own queues, the plain rung's), for the partitions' hints.
 LANES = ("", IMPERSONATE, BROWSER)

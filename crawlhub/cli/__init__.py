@@ -20,20 +20,69 @@ crawlhub.proxies, crawlhub.profiles, crawlhub.services):
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from crawlhub.cli import antiblocking, control, dlq, export, limits, partitions, quality, revisit, services, ui, watch
 from crawlhub.cli._common import BadInput
-from crawlhub.monitor.status import known_spiders, spider_keys
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = ["known_spiders", "main", "spider_keys"]
+
+# Each command and the module attribute that holds it, imported when the command runs: `crawlhub seed` does not
+# load the store's driver, the web UI's server or the export's writers (0.25 s of the command's 1.1 s of CPU at
+# start, which every call from a script or a health check pays). `--help` and the ``commands`` mapping load them all.
+COMMANDS: dict[str, str] = {
+    "services": "services:group",
+    **{name: f"watch:{name}" for name in ("status", "health", "log", "report")},
+    "seed": "control:seed", "bad-seeds": "control:bad_seeds", "pause": "control:pause", "resume": "control:resume",
+    "budget": "control:budget", "reset": "control:reset",
+    "quality": "quality:quality",
+    "recrawl": "revisit:recrawl", "schedule": "revisit:schedule",
+    "export": "export:export_command",
+    "ui": "ui:ui",
+    "proxies": "antiblocking:proxies", "profiles": "antiblocking:profiles",
+    "dlq": "dlq:group", "limits": "limits:group", "partitions": "partitions:partitions",
+}
+
+
+def _load(name: str) -> click.Command:
+    module, attribute = COMMANDS[name].split(":")
+    command: click.Command = getattr(importlib.import_module(f"crawlhub.cli.{module}"), attribute)
+    return command
 
 
 class Commands(click.Group):
     """The command group; what no command catches of a bad set-up ends as one line, wherever it was found:
-    no project here, a malformed REDIS_URL or MONGO_URI (exit code 2), an embedded server that cannot start (3)."""
+    no project here, a malformed REDIS_URL or MONGO_URI (exit code 2), an embedded server that cannot start (3).
+    Its commands are imported when one runs (``COMMANDS``)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*COMMANDS, *self.added})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.added:
+            return self.added[cmd_name]
+        return _load(cmd_name) if cmd_name in COMMANDS else None
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        """A command added at run time (a project's own, a plugin's), beside the listed ones."""
+        name = name or cmd.name
+        if name is None:
+            raise TypeError("a command needs a name")
+        self.added[name] = cmd
+
+    @property  # type: ignore[override]
+    def commands(self) -> dict[str, click.Command]:
+        """Every command, loaded (click's own mapping; the commands themselves are reached by get_command)."""
+        return {**{name: _load(name) for name in COMMANDS}, **self.added}
+
+    @commands.setter
+    def commands(self, value: dict[str, click.Command]) -> None:  # click.Group's __init__ (empty here)
+        self.added: dict[str, click.Command] = dict(value)
 
     def invoke(self, ctx: click.Context) -> Any:
         from crawlhub.cli._common import ServiceDown
@@ -55,9 +104,17 @@ def main() -> None:
     """crawlhub: a distributed Scrapy crawl on one Redis frontier."""
 
 
-for command in (services.group, *watch.COMMANDS, *control.COMMANDS, *quality.COMMANDS, *revisit.COMMANDS, *export.COMMANDS, *ui.COMMANDS, antiblocking.proxies,
-                antiblocking.profiles, dlq.group, limits.group, partitions.partitions):
-    main.add_command(command)
+def __getattr__(name: str) -> Callable[..., Any]:
+    """``known_spiders`` and ``spider_keys``, as this module has always offered them, imported when asked for."""
+    if name == "known_spiders":
+        from crawlhub.addon import known_spiders
+
+        return known_spiders
+    if name == "spider_keys":
+        from crawlhub.monitor.status import spider_keys
+
+        return spider_keys
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 if __name__ == "__main__":

@@ -8,9 +8,8 @@ from scrapy.settings import Settings
 
 from crawlhub import services
 from crawlhub._utils.urls import domain_of
-from crawlhub.addon import spider_settings, tool_settings
+from crawlhub.addon import known_spiders, spider_settings, tool_settings
 from crawlhub.frontier.keys import Keys
-from crawlhub.monitor.status import known_spiders
 
 
 class ServiceDown(click.ClickException):

@@ -12,6 +12,7 @@ from typing import IO, Any
 
 import click
 
+from crawlhub.addon import known_spiders
 from crawlhub.cli._common import BadInput, ServiceDown, settings
 from crawlhub.export import (
     FORMATS,
@@ -24,7 +25,6 @@ from crawlhub.export import (
     plan,
     split_output,
 )
-from crawlhub.monitor.status import known_spiders
 
 
 @click.command("export")

@@ -12,10 +12,11 @@ from typing import Any
 import click
 import redis
 
+from crawlhub.addon import known_spiders
 from crawlhub.cli._common import check_spider, connect, keys, settings
 from crawlhub.monitor.auditlog import format_entry, log_entry, matches, read_log
 from crawlhub.monitor.report import html_report, report_data
-from crawlhub.monitor.status import cluster_status, has_frontier, known_spiders, worker_rows
+from crawlhub.monitor.status import cluster_status, has_frontier, worker_rows
 from crawlhub.monitor.text import format_status
 
 

@@ -10,12 +10,11 @@ import json
 import time
 from collections.abc import Mapping
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
-from pymongo import MongoClient
 from redis.cluster import RedisCluster
-from scrapy.settings import BaseSettings, Settings
+from scrapy.settings import BaseSettings
 
 from crawlhub.downloadermiddlewares.robots import robots_state
 from crawlhub.frontier.epoch import Epoch
@@ -32,6 +31,9 @@ from crawlhub.roles import lane_backlog, split_queue
 from crawlhub.seeds import WrongSeedKey, count_seeds
 from crawlhub.sessions import read_sessions
 from crawlhub.stats import LATENCY_BUCKETS_MS, items_field, minute_key, percentile
+
+if TYPE_CHECKING:
+    from pymongo import MongoClient
 
 CLASSES = ("2xx", "3xx", "4xx", "5xx", "error")
 
@@ -274,8 +276,3 @@ def partition_rows(server: redis.Redis, keys: Keys) -> list[dict[str, Any]]:
     return rows
 
 
-def known_spiders(project_settings: Settings) -> list[str]:
-    """The project's spiders (Scrapy's spider loader)."""
-    from scrapy.spiderloader import get_spider_loader
-
-    return sorted(get_spider_loader(project_settings).list())

@@ -24,10 +24,9 @@ import re
 import time
 from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from protego import Protego
-from pymongo import UpdateOne
 from scrapy import Request
 from scrapy.http import Response, XmlResponse
 from scrapy.utils.gz import gunzip, gzip_magic_number
@@ -36,6 +35,9 @@ from scrapy.utils.sitemap import Sitemap
 from crawlhub import meta
 from crawlhub import signals as crawlhub_signals
 from crawlhub.components import frontier_of
+
+if TYPE_CHECKING:
+    from pymongo import UpdateOne
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +53,9 @@ class LastModified:
         return f"{self.spider}:{self.fp}"
 
     def operation(self) -> UpdateOne:
+        # (imported here: the spiders' modules import this one, and the crawlhub command need not load pymongo)
+        from pymongo import UpdateOne
+
         return UpdateOne({"_id": self.id, "last_fetch": {"$lt": self.lastmod}, "next_fetch": {"$gt": self.now}},
                          {"$set": {"next_fetch": self.now}})
 

@@ -34,12 +34,13 @@ from aiohttp.abc import AbstractAccessLogger
 from pymongo import MongoClient
 from scrapy.settings import BaseSettings, Settings
 
+from crawlhub.addon import known_spiders
 from crawlhub.frontier import control
 from crawlhub.frontier.keys import Keys
 from crawlhub.frontier.partitions import frontier_keys
 from crawlhub.monitor.auditlog import read_log
 from crawlhub.monitor.report import chart_parts, report_series
-from crawlhub.monitor.status import cluster_status, has_frontier, item_counts, known_spiders, worker_rows
+from crawlhub.monitor.status import cluster_status, has_frontier, item_counts, worker_rows
 
 logger = logging.getLogger(__name__)
 

@@ -33,3 +33,24 @@ def test_every_command_has_its_exit_codes_in_docs_cli():
     table = documented_codes()
     assert sorted(table) == sorted(commands(main)), "docs/cli.md's table and the commands differ"
     assert all(0 in codes and 2 in codes and codes <= {0, 1, 2, 3, 4} for codes in table.values()), table
+
+
+def test_each_lazily_loaded_command_is_the_one_its_name_says():
+    """crawlhub.cli.COMMANDS names each command's module and attribute; what it loads answers to that name, and an
+    unknown name is click's "No such command", not an import error."""
+    from crawlhub.cli import COMMANDS, main
+
+    context = click.Context(main)
+    for name in COMMANDS:
+        command = main.get_command(context, name)
+        assert command is not None and command.name == name, (name, command)
+    assert main.list_commands(context) == sorted(COMMANDS)
+    assert main.get_command(context, "no-such-command") is None
+    assert sorted(main.commands) == sorted(COMMANDS)
+    # a command added at run time (a project's own) stands beside the listed ones
+    from crawlhub.cli import Commands
+
+    group = Commands("crawlhub")
+    group.add_command(click.Command("own"))
+    assert group.get_command(context, "own") is not None and "own" in group.list_commands(context)
+    assert set(group.commands) == {*COMMANDS, "own"}

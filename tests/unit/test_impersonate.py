@@ -94,6 +94,19 @@ def test_every_spider_gets_the_impersonate_rung_in_front_of_its_handler():
     assert SCRAPY_HANDLER == "scrapy.core.downloader.handlers.http11.HTTP11DownloadHandler"
 
 
+def test_scrapys_own_handler_is_known_by_its_path_or_its_class_and_nothing_else_is():
+    from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
+
+    from crawlhub.roles import is_scrapy_handler
+
+    assert is_scrapy_handler(SCRAPY_HANDLER) and is_scrapy_handler(HTTP11DownloadHandler)
+    subclass = type("Own", (HTTP11DownloadHandler,), {})
+    for other in (subclass, HANDLER, "myproject.handlers.Mine", None, object):
+        assert not is_scrapy_handler(other), other
+    own = spider_settings(QuotesSpider, DOWNLOAD_HANDLERS={"https": HTTP11DownloadHandler})
+    assert own.getdict("DOWNLOAD_HANDLERS")["https"] == HANDLER  # the class, as a project may name it: put behind
+
+
 def test_a_spider_or_a_request_pins_a_rung():
     crawler = get_crawler(QuotesSpider, settings_dict=project_settings())
     crawler.spider = QuotesSpider()
