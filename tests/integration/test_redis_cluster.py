@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import socket
 import time
 from collections import Counter
 from pathlib import Path
@@ -363,7 +364,16 @@ def test_a_worker_killed_mid_crawl_on_a_cluster_loses_nothing(cluster_env, clust
     while sum(len(set(s.fetched("/shop"))) for s in shops) < total * 0.3:
         assert time.monotonic() < deadline, "the crawl did not get going"
         time.sleep(0.1)
-    victim = workers.pop(0)
+    # the victim is a worker that holds leases now (the first started may hold none at that moment: its domains'
+    # slots taken by the others), read from every partition's lease book (lease id -> worker<TAB>...)
+    victim = None
+    while victim is None:
+        assert time.monotonic() < deadline, "no worker held a lease once the crawl was under way"
+        held = Counter(value.split(b"\t", 1)[0].decode() for part in LAYOUT.parts for value in client.hvals(part.leases))
+        victim = next((w for w in workers if held[f"{socket.gethostname()}:{w.proc.pid}"]), None)
+        if victim is None:
+            time.sleep(0.05)
+    workers.remove(victim)
     victim.proc.kill()  # SIGKILL: its leases stop being renewed
     victim.proc.wait()
     workers.append(start_worker("scrapeme", cluster_env, tmp_path, "w3", CONCURRENT_REQUESTS=4, **LEASES))
