@@ -366,13 +366,12 @@ def test_a_worker_killed_mid_crawl_on_a_cluster_loses_nothing(cluster_env, clust
         time.sleep(0.1)
     # the victim is a worker that holds leases now (the first started may hold none at that moment: its domains'
     # slots taken by the others), read from every partition's lease book (lease id -> worker<TAB>...)
-    victim = None
-    while victim is None:
-        assert time.monotonic() < deadline, "no worker held a lease once the crawl was under way"
+    def a_lease_holder():
         held = Counter(value.split(b"\t", 1)[0].decode() for part in LAYOUT.parts for value in client.hvals(part.leases))
-        victim = next((w for w in workers if held[f"{socket.gethostname()}:{w.proc.pid}"]), None)
-        if victim is None:
-            time.sleep(0.05)
+        return next((w for w in workers if held[f"{socket.gethostname()}:{w.proc.pid}"]), None)
+
+    victim = wait_for(a_lease_holder, max(deadline - time.monotonic(), 1), step=0.05)
+    assert victim is not None, "no worker held a lease once the crawl was under way"
     workers.remove(victim)
     victim.proc.kill()  # SIGKILL: its leases stop being renewed
     victim.proc.wait()
