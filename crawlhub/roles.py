@@ -43,6 +43,7 @@ def is_scrapy_handler(handler: Any) -> bool:
     name = f"{handler.__module__}.{handler.__qualname__}" if isinstance(handler, type) else handler
     return bool(name == SCRAPY_HANDLER)
 
+
 # Every lane of a crawl ("" = the domains' own queues, the plain rung's), for the partitions' hints.
 LANES = ("", IMPERSONATE, BROWSER)
 

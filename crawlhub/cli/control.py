@@ -109,6 +109,3 @@ def reset(spider: str, yes: bool) -> None:
         click.echo("nothing deleted")
         sys.exit(1)
     click.echo(f"deleted {control.reset(server, spider_keys)} key(s) of {spider}")
-
-
-COMMANDS = (seed, bad_seeds, pause, resume, budget, reset)

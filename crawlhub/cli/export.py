@@ -192,6 +192,3 @@ def _progress(show: bool, total: int) -> Iterator[Any]:
     with bar:
         task = bar.add_task("export", total=total)
         yield lambda done: bar.update(task, completed=done)
-
-
-COMMANDS = (export_command,)

@@ -71,6 +71,3 @@ def quality(spider: str, as_json: bool, broken: bool) -> None:
         click.echo("\n".join(render(report, broken)))
     if not report["healthy"]:
         sys.exit(UNHEALTHY)
-
-
-COMMANDS = (quality,)

@@ -64,6 +64,3 @@ def schedule(spider: str, as_json: bool) -> None:
     if data["urls"]:
         click.echo(f"  age of the last fetch: median {age['p50']:g}s, 90% under {age['p90']:g}s, oldest {age['max']:g}s")
     click.echo(f"  {data['fetches']} fetches: {data['changes']} found a change, {data['unchanged']} found none")
-
-
-COMMANDS = (recrawl, schedule)

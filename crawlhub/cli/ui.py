@@ -50,6 +50,3 @@ def ui(host: str, port: int, interval: float) -> None:
         raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     finally:
         mongo.close()
-
-
-COMMANDS = (ui,)

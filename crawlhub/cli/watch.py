@@ -140,6 +140,3 @@ def report(spider: str, path: str) -> None:
     with open(path, "w", encoding="utf-8") as out:
         out.write(page)
     click.echo(f"report of {spider} written to {path} ({len(page):,} bytes)")
-
-
-COMMANDS = (status, health, log, report)

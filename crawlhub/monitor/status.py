@@ -274,5 +274,3 @@ def partition_rows(server: redis.Redis, keys: Keys) -> list[dict[str, Any]]:
         rows.append({"partition": p, "tag": part.tag, "slot": key_slot(part.anchor.encode()) if part.tag else None,
                      "node": node, **counts})
     return rows
-
-
