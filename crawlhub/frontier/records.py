@@ -8,6 +8,7 @@ with these field names (``lua/tick.lua``); its reply is a flat array that
 from __future__ import annotations
 
 import json
+from collections.abc import Container
 from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
@@ -62,6 +63,14 @@ class Finish(NamedTuple):
     def to_lua(self) -> dict[str, Any]:
         return {"domain": self.domain, "lease": self.lease_id, "outcome": self.outcome,
                 "retry_after": self.retry_after}
+
+    def told_by_ack(self, acks: Container[str]) -> bool:
+        """Its lease is acked in the same script call, and it has nothing to say but that the slot frees (no
+        outcome, or a success of a lease leased at its domain's own pace): the ack frees the slot and wakes the
+        domain as the finish would (lua/tick.lua), so the call need not carry it. A slow-down, or a success of
+        a lease leased while the domain was slowed (``<seq>s@``: it brings the pace back), is always sent."""
+        return (self.outcome != "slow" and bool(self.lease_id) and self.lease_id in acks
+                and (self.outcome != "ok" or not self.lease_id.partition("@")[0].endswith("s")))
 
 
 class Taken(NamedTuple):

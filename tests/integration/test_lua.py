@@ -10,6 +10,7 @@ import pytest
 
 from crawlhub.frontier import scripts
 from crawlhub.frontier.politeness import set_limit
+from crawlhub.frontier.records import Finish
 from crawlhub.proxies import cool_key, strikes_key, tier_key
 from tests.frontier_ops import BUDGET_EXHAUSTED
 from tests.harness import wait_for
@@ -39,6 +40,28 @@ def test_renew_moves_live_deadlines_and_names_the_lost(redis_client):
     (free, _), = frontier.lease("w", 1, 1)[0]
     assert frontier.renew([free], 60) == [] and redis_client.zscore("sp:inflight", free) >= before + 58
     assert not redis_client.exists("crawlhub:domain:u.test:active")
+
+
+def test_a_download_end_acked_in_the_same_call_is_not_sent_and_its_slot_frees_all_the_same(redis_client):
+    """#30: a download's end with nothing to say but that its slot frees, acked in the same tick, is left out of
+    the call (the ack frees the slot); a slow-down and a slowed lease's success still go, and say what they say."""
+    frontier = frontier_for(redis_client)
+    set_limit(redis_client, "a.test", concurrency=2)
+    frontier.tick([request(i) for i in range(4)])
+    (first, _), (second, _) = frontier.lease("w", 60, 2)[0]
+    active = "crawlhub:domain:a.test:active"
+    assert redis_client.zcard(active) == 2 and frontier.lease("w", 60, 1)[0] == [], "both slots are taken"
+    slowed = "99s@a.test"  # a lease leased while its domain was slowed: its success brings the pace back
+    ends = [Finish("a.test", first, "ok"), Finish("a.test", second, ""), Finish("a.test", slowed, "ok"),
+            Finish("a.test", "7@a.test", "slow")]
+    sent = json.loads(frontier.tick_args(finishes=ends, acks=[first, second, slowed, "7@a.test"])[0])["fin"]
+    assert [(f["lease"], f["outcome"]) for f in sent] == [(slowed, "ok"), ("7@a.test", "slow")]
+    assert len(json.loads(frontier.tick_args(finishes=ends[:2], acks=[second])[0])["fin"]) == 1, \
+        "an end whose ack is not in the call is sent"
+    result = frontier.tick(finishes=ends[:2], acks=[first, second], n=2, worker="w")
+    assert result.acked == 2 and len(result.taken) == 2, "the acks freed both slots: the round leased two more"
+    assert not {m.decode() for m in redis_client.zrange(active, 0, -1)} & {f"sp/{first}", f"sp/{second}"}
+    assert redis_client.zcard(active) == 2, "the two new leases hold the slots"
 
 
 def test_expired_returns_leases_past_their_deadline_with_owner_time_and_payload(redis_client):
