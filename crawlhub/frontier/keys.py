@@ -221,7 +221,7 @@ class Keys:
     # made anew ("created") under a worker that knew another one: the frontier vanished (docs/frontier.md)
     epoch: str
     incidents: str  # list: what workers saw go wrong with the frontier itself (it vanished), newest first
-    ready: str  # zset (tagged only): partition -> when it may next have a request ready (a hint)
+    ready: str  # zset (tagged only): partition -> when it may next have a request ready (a hint, in ms)
     seeded: str  # JSON {worker, at, urls}: the spider's start_urls were pushed to its seeds for this crawl (once)
     # prefix too: the sessions shared by the cluster (crawlhub.sessions): the pool, <sessions>:stats, <sessions>:c:<id>
     sessions: str

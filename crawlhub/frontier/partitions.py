@@ -66,9 +66,18 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# A hint at or above EMPTY says its partition holds nothing queued or delayed (to be asked again at
-# score - EMPTY); below, it is when the partition may next have a request ready (lua/hint.lua).
-EMPTY = 1e10
+# A hint's score is a time in whole milliseconds since the epoch (hint_ms): an integral score is stored, compared and
+# sent back without formatting a double, which Redis 7.0 does with "%.17g" (a hint's ZADD 6.8 us with the seconds'
+# fractions, 1.7 us whole; the round's read of every hint 35 us and 21: docs/benchmarks.md). A hint at or above
+# EMPTY says its partition holds nothing queued or delayed (to be asked again at score - EMPTY); below, it is when
+# the partition may next have a request ready (lua/hint.lua). (Hints of an older worker, in seconds, read as long
+# past: their partitions are asked once, and hinted anew.)
+EMPTY = 10**13  # (year 2286 in milliseconds: beyond any time)
+
+
+def hint_ms(t: float) -> int:
+    """A time (seconds since the epoch) as a hint's score."""
+    return int(t * 1000)
 
 
 @dataclass
@@ -389,7 +398,8 @@ class Partitions:
         # that reads their hint before these links land and finds them empty cannot hide the links, even if
         # this worker dies before its second write
         now = time.time()
-        marks: list[tuple[int, float | None, float, str]] = [(p, None, now, "mark") for p in order if rounds[p].enq]
+        marks: list[tuple[int, float | None, float, str]] = [(p, None, hint_ms(now), "mark") for p in order
+                                                           if rounds[p].enq]
         pre = [(self._hint, [self.keys.ready], self._hint_args(marks))] if marks else []
         due = [p for p in read if read[p] >= EMPTY][:self.per_lease] + unknown
         probes: list[tuple[Any, list[str], list[Any]]] = [
@@ -420,13 +430,13 @@ class Partitions:
                 self.not_mine[p] = now + self.recheck  # work there, none of it in this worker's lanes
             if r.n:  # what the tick saw: ready then, or empty (asked again after a jittered recheck)
                 # (any lane's: a worker never hints "empty" over work of a lane it does not take)
-                seen = now + got.any_wait if got.any_wait is not None else self._empty_hint(now)
+                seen = hint_ms(now + got.any_wait) if got.any_wait is not None else self._empty_hint(now)
                 hints.append((p, read.get(p), seen, "add" if got.added else "set"))
             elif got.added:
-                hints.append((p, None, now, "mark"))
+                hints.append((p, None, hint_ms(now), "mark"))
         for p, reply in zip(due, probed, strict=True):
             if not isinstance(reply, BaseException):
-                hints.append((p, read.get(p), now if int(reply) else self._empty_hint(now), "set"))
+                hints.append((p, read.get(p), hint_ms(now) if int(reply) else self._empty_hint(now), "set"))
                 if int(reply) and merged.wait is None:  # work found where none was hinted: ask again at once
                     merged.wait, merged.waiting = 0.0, True
         if merged.wait is None and wait is not None:
@@ -504,9 +514,10 @@ class Partitions:
         pipe.exists(k.paused)
         pipe.get(k.budget)
         pipe.get(k.budget_used)
-        pipe.zrangebyscore(k.ready, "-inf", now, start=0, num=max(64, self.per_lease * 4), withscores=True)
+        now_ms = hint_ms(now)
+        pipe.zrangebyscore(k.ready, "-inf", now_ms, start=0, num=max(64, self.per_lease * 4), withscores=True)
         # partitions found empty whose recheck is due (the safety net): probed with this round, not leased from
-        pipe.zrangebyscore(k.ready, EMPTY, EMPTY + now, start=0, num=self.per_lease, withscores=True)
+        pipe.zrangebyscore(k.ready, EMPTY, EMPTY + now_ms, start=0, num=self.per_lease, withscores=True)
         pipe.zrange(k.ready, 0, 0, withscores=True)
         pipe.zcard(k.ready)
         epoch_raw, paused, stored, used_before, ready_raw, due_raw, first, hinted = pipe.execute()
@@ -530,7 +541,7 @@ class Partitions:
             unknown = [p for p in range(self.count) if p not in known and p not in (linked or ())]
         ready += sorted(p for p in linked or () if p not in ready)
         # no partition is ready: the first hint says when one may be (an empty partition's recheck is not work)
-        wait = max(0.0, float(first[0][1]) - now) if first and float(first[0][1]) < EMPTY else None
+        wait = max(0.0, (float(first[0][1]) - now_ms) / 1000) if first and float(first[0][1]) < EMPTY else None
         limit = int(stored) if stored is not None else budget
         if limit <= 0:  # no budget: nothing is counted (a budget set later counts from then on)
             return "ok", n if ready else 0, False, ready, wait, epoch, read, unknown
@@ -550,10 +561,10 @@ class Partitions:
         with contextlib.suppress(*REDIS_ERRORS):
             run_scripts(self.server, calls, extra=[("DECRBY", self.keys.budget_used, unused)] if unused > 0 else [])
 
-    def _empty_hint(self, now: float) -> float:
+    def _empty_hint(self, now: float) -> int:
         """The hint of a partition found empty: asked again after FRONTIER_PARTITION_RECHECK, jittered so that the
         partitions' rechecks spread out."""
-        return EMPTY + now + self.recheck * random.uniform(0.5, 1.5)
+        return EMPTY + hint_ms(now + self.recheck * random.uniform(0.5, 1.5))
 
     @staticmethod
     def _hint_args(hints: list[tuple[int, float | None, float, str]]) -> list[str]:
@@ -568,7 +579,7 @@ class Partitions:
         its partition has work then, or earlier (an earlier hint stays, moved a hair so that a round that
         read it cannot write "empty" over this work; a missing one is added)."""
         if not self.single:
-            self._hint(keys=[self.keys.ready], args=[str(self.keys.partition_of(domain)), "", repr(at or time.time()), "mark"])
+            self._hint(keys=[self.keys.ready], args=[str(self.keys.partition_of(domain)), "", str(hint_ms(at or time.time())), "mark"])
 
     # -- operations routed to one partition ----------------------------------------------------------
     def finish(self, done: Finish) -> float:
@@ -695,7 +706,7 @@ def claim_layout(server: redis.Redis, keys: Keys) -> Keys:
                 f"wants {describe(keys)}: finish it or `crawlhub reset {keys.spider}` first (docs/deploy.md: moving "
                 "to a Redis Cluster)")
         if not keys.one_call:  # a new frontier holds nothing: each partition's hint says so (NX: a mark stays)
-            server.zadd(keys.ready, {str(p): EMPTY + time.time() + random.uniform(0, 60) for p in range(keys.partitions)},
+            server.zadd(keys.ready, {str(p): EMPTY + hint_ms(time.time() + random.uniform(0, 60)) for p in range(keys.partitions)},
                         nx=True)
         return keys
     stored = text(server.get(keys.layout) or b"")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import zlib
 
 import pytest
@@ -355,6 +356,30 @@ def test_an_empty_partition_is_not_pending_and_every_write_that_adds_work_makes_
     assert parts.pending(), "a retry due in 30 s is work (hinted for then)"
     wait = parts.tick(n=4, worker="w")
     assert not wait.tick.taken and wait.tick.waiting and 25 < (wait.tick.wait or 0) <= 30
+
+
+def test_hints_are_whole_milliseconds_and_an_older_workers_hints_in_seconds_are_asked_and_hinted_anew(redis_client):
+    """#30: a hint's score is an integral number of milliseconds (Redis stores and sends one without formatting a
+    double). Hints an older worker wrote in seconds, even "empty" ones, read as long past: their partitions are
+    asked, their work is leased, and every hint is written anew in milliseconds."""
+    parts = partitioned(redis_client, partitions=6)
+    parts.tick([op(str(i), DOMAINS[0]) for i in range(8)])
+    busy = parts.keys.partition_of(DOMAINS[0])
+    assert len(parts.tick(n=2, worker="w").tick.taken) == 2
+    hints = {int(m): s for m, s in redis_client.zrange(parts.keys.ready, 0, -1, withscores=True)}
+    assert all(s == int(s) for s in hints.values()), hints
+    assert abs(hints[busy] - time.time() * 1000) < 60_000, "the busy partition: ready now, in milliseconds"
+    # an older worker's hints: every partition "empty" (1e10 and above, in seconds), asked again in a minute
+    redis_client.zadd(parts.keys.ready, {str(p): 1e10 + time.time() + 60 for p in range(6)})
+    assert parts.pending(), "seconds read as milliseconds are long past: work may be there"
+    taken = []
+    for _ in range(6):  # (a round asks FRONTIER_PARTITIONS_PER_LEASE of the ready partitions, in random order)
+        taken += parts.tick(n=6, worker="w").tick.taken
+        if len(taken) == 6:
+            break
+    assert len(taken) == 6, "the busy partition's work was leased, not hidden for a minute by an old hint"
+    hints = {int(m): s for m, s in redis_client.zrange(parts.keys.ready, 0, -1, withscores=True)}
+    assert hints[busy] >= EMPTY and hints[busy] == int(hints[busy]), "all leased: hinted empty, in milliseconds"
 
 
 @pytest.mark.parametrize("when", ["between its read and its tick", "between its tick and its hint write"])
