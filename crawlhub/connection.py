@@ -246,8 +246,14 @@ def get_redis(settings: BaseSettings, stats: StatsCollector | CommandCounter | N
         nodes, url = cluster
         params.pop("health_check_interval", None)
         params.pop("retry_on_error", None)
-        # a failover: redis-py re-reads the slots (MOVED, or a node that stopped answering) and retries
-        params["cluster_error_retry_attempts"] = max(3, settings.getint("REDIS_RETRIES", 10))
+        # a failover: redis-py re-reads the slots (MOVED, or a node that stopped answering) and retries, at least 3
+        # times: redis-py 6 and later by the client's ``retry`` (a REDIS_PARAMS one wins), 5 by a count of its own
+        # (deprecated since 6: passed there, it only warns)
+        attempts = max(3, settings.getint("REDIS_RETRIES", 10))
+        if int(redis.__version__.split(".")[0]) < 6:
+            params["cluster_error_retry_attempts"] = attempts
+        elif "retry" not in settings.getdict("REDIS_PARAMS"):
+            params["retry"] = Retry(ExponentialBackoff(cap=3.0, base=0.1), attempts)
         if stats is not None:  # (each node's pool makes its connections of this class)
             params["connection_class"] = counted(SSLConnection if params.get("ssl") else Connection, stats)
         startup = [ClusterNode(h, p) for h, p in nodes]  # type: ignore[no-untyped-call]

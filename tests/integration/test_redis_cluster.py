@@ -199,6 +199,21 @@ def test_a_cluster_client_routes_a_command_outside_its_usual_list_by_reading_its
         client.execute_command("NOSUCHCOMMAND", "a")
 
 
+def test_a_cluster_client_retries_a_failover_at_least_three_times_and_says_no_deprecated_word(cluster):
+    """redis-py 6 and later retry a cluster's errors by the client's ``retry`` (its ``cluster_error_retry_attempts``
+    is deprecated: passed, it only warns, in every worker's log); REDIS_RETRIES sets it, 3 at the least."""
+    import warnings
+
+    from crawlhub.connection import get_redis
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        client = get_redis(Settings({"REDIS_CLUSTER_NODES": cluster.nodes, "REDIS_RETRIES": 1}))
+        assert client.ping()
+    assert client.retry.get_retries() == 3
+    assert get_redis(Settings({"REDIS_CLUSTER_NODES": cluster.nodes})).retry.get_retries() == 10, "REDIS_RETRIES' default"
+
+
 def redis_client_of(port: int):
     import redis
 
