@@ -431,7 +431,10 @@ class Partitions:
             if r.n:  # what the tick saw: ready then, or empty (asked again after a jittered recheck)
                 # (any lane's: a worker never hints "empty" over work of a lane it does not take)
                 seen = hint_ms(now + got.any_wait) if got.any_wait is not None else self._empty_hint(now)
-                hints.append((p, read.get(p), seen, "add" if got.added else "set"))
+                # (read as ready, and ready still, with no links of this round there: the hint says so already, and
+                # a busy round writes nothing; links: written, to lower a hint another round may have moved)
+                if got.added or read.get(p, EMPTY) >= EMPTY or seen > hint_ms(now):
+                    hints.append((p, read.get(p), seen, "add" if got.added else "set"))
             elif got.added:
                 hints.append((p, None, hint_ms(now), "mark"))
         for p, reply in zip(due, probed, strict=True):
