@@ -71,7 +71,7 @@ end
 -- domain and written by flush_batch in a few commands per domain instead of four per request (every
 -- redis.call costs a script more than its command). Valid while nothing pops or raises a schedule score:
 -- tick.lua flushes before its acks and leases. Without ctx.batch each call writes at once.
-local function new_batch() return {lists = {}, order = {}, counts = {}, sets = {}, released = {}} end
+local function new_batch() return {lists = {}, order = {}, counts = {}, sets = {}, released = {}, by = {}} end
 -- free the concurrency slot of a lease; its domain may be asked again at once
 local function release(ctx, id)
   local d = domain_of(id)  -- its queue: the domain, or "<domain>#<lane>" (a lane's lease holds a slot of its domain)
@@ -92,22 +92,32 @@ local function release(ctx, id)
 end
 -- queue a request in its domain's queue (front = first out: a lease given back)
 local function push(ctx, d, prio, payload, front)
-  local q = ctx.prefix .. ':' .. d
-  prio = tostring(math.floor(tonumber(prio) or 0))
   local b = ctx.batch
   if b then
-    local l = q .. ':' .. prio
-    local entry = b.lists[l]
+    -- (b.by[d][prio as it came]: a domain's list found again without making its key names, most links' case)
+    local by = b.by[d]
+    if not by then by = {}; b.by[d] = by end
+    local key = prio or ''
+    local entry = by[key]
     if not entry then
-      entry = {tail = {}, head = {}}
-      b.lists[l] = entry
-      table.insert(b.order, l)
-      b.sets[q .. '\t' .. prio] = {q, prio, d}
+      local q, p = ctx.prefix .. ':' .. d, tostring(math.floor(tonumber(prio) or 0))
+      local l = q .. ':' .. p
+      entry = b.lists[l]
+      if not entry then
+        entry = {tail = {}, head = {}}
+        b.lists[l] = entry
+        table.insert(b.order, l)
+        b.sets[q .. '\t' .. p] = {q, p, d}
+      end
+      by[key] = entry
     end
-    table.insert(front and entry.head or entry.tail, payload)
+    local t = front and entry.head or entry.tail
+    t[#t + 1] = payload
     b.counts[d] = (b.counts[d] or 0) + 1
     return
   end
+  local q = ctx.prefix .. ':' .. d
+  prio = tostring(math.floor(tonumber(prio) or 0))
   if front then redis.call('LPUSH', q .. ':' .. prio, payload) else redis.call('RPUSH', q .. ':' .. prio, payload) end
   redis.call('HINCRBY', ctx.counts, d, 1)
   -- the list's priority in the domain's priority set, the domain in the schedule (NX: a member there keeps
