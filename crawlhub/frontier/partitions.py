@@ -398,8 +398,8 @@ class Partitions:
         # that reads their hint before these links land and finds them empty cannot hide the links, even if
         # this worker dies before its second write
         now = time.time()
-        marks: list[tuple[int, float | None, float, str]] = [(p, None, hint_ms(now), "mark") for p in order
-                                                           if rounds[p].enq]
+        now_ms = hint_ms(now)
+        marks: list[tuple[int, float | None, float, str]] = [(p, None, now_ms, "mark") for p in order if rounds[p].enq]
         pre = [(self._hint, [self.keys.ready], self._hint_args(marks))] if marks else []
         due = [p for p in read if read[p] >= EMPTY][:self.per_lease] + unknown
         probes: list[tuple[Any, list[str], list[Any]]] = [
@@ -433,13 +433,13 @@ class Partitions:
                 seen = hint_ms(now + got.any_wait) if got.any_wait is not None else self._empty_hint(now)
                 # (read as ready, and ready still, with no links of this round there: the hint says so already, and
                 # a busy round writes nothing; links: written, to lower a hint another round may have moved)
-                if got.added or read.get(p, EMPTY) >= EMPTY or seen > hint_ms(now):
+                if got.added or read.get(p, EMPTY) >= EMPTY or seen > now_ms:
                     hints.append((p, read.get(p), seen, "add" if got.added else "set"))
             elif got.added:
-                hints.append((p, None, hint_ms(now), "mark"))
+                hints.append((p, None, now_ms, "mark"))
         for p, reply in zip(due, probed, strict=True):
             if not isinstance(reply, BaseException):
-                hints.append((p, read.get(p), hint_ms(now) if int(reply) else self._empty_hint(now), "set"))
+                hints.append((p, read.get(p), now_ms if int(reply) else self._empty_hint(now), "set"))
                 if int(reply) and merged.wait is None:  # work found where none was hinted: ask again at once
                     merged.wait, merged.waiting = 0.0, True
         if merged.wait is None and wait is not None:
@@ -582,7 +582,8 @@ class Partitions:
         its partition has work then, or earlier (an earlier hint stays, moved a hair so that a round that
         read it cannot write "empty" over this work; a missing one is added)."""
         if not self.single:
-            self._hint(keys=[self.keys.ready], args=[str(self.keys.partition_of(domain)), "", str(hint_ms(at or time.time())), "mark"])
+            self._hint(keys=[self.keys.ready],
+                       args=[str(self.keys.partition_of(domain)), "", str(hint_ms(at or time.time())), "mark"])
 
     # -- operations routed to one partition ----------------------------------------------------------
     def finish(self, done: Finish) -> float:
@@ -709,8 +710,8 @@ def claim_layout(server: redis.Redis, keys: Keys) -> Keys:
                 f"wants {describe(keys)}: finish it or `crawlhub reset {keys.spider}` first (docs/deploy.md: moving "
                 "to a Redis Cluster)")
         if not keys.one_call:  # a new frontier holds nothing: each partition's hint says so (NX: a mark stays)
-            server.zadd(keys.ready, {str(p): EMPTY + hint_ms(time.time() + random.uniform(0, 60)) for p in range(keys.partitions)},
-                        nx=True)
+            server.zadd(keys.ready, {str(p): EMPTY + hint_ms(time.time() + random.uniform(0, 60))
+                                     for p in range(keys.partitions)}, nx=True)
         return keys
     stored = text(server.get(keys.layout) or b"")
     recorded = layout_of(server, keys, stored)

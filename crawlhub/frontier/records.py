@@ -24,6 +24,12 @@ def lease_domain(lease_id: str) -> str:
     return lease_id.partition("@")[2]
 
 
+def leased_slowed(lease_id: str) -> bool:
+    """Whether the lease was leased while its domain was slowed (``<seq>s@<queue>``): its success brings the pace
+    back (lua/_policy.lua's finish reads the same mark)."""
+    return lease_id.partition("@")[0].endswith("s")
+
+
 # The fields of one enqueue as the tick script reads them (lua/tick.lua), in order: tab-separated in
 # one argument, the payload in the next.
 ENQUEUE_ARGV = ("kind", "key", "extra", "priority", "force", "ends", "domain")
@@ -70,7 +76,7 @@ class Finish(NamedTuple):
         domain as the finish would (lua/tick.lua), so the call need not carry it. A slow-down, or a success of
         a lease leased while the domain was slowed (``<seq>s@``: it brings the pace back), is always sent."""
         return (self.outcome != "slow" and bool(self.lease_id) and self.lease_id in acks
-                and (self.outcome != "ok" or not self.lease_id.partition("@")[0].endswith("s")))
+                and (self.outcome != "ok" or not leased_slowed(self.lease_id)))
 
 
 class Taken(NamedTuple):

@@ -382,7 +382,6 @@ def test_hints_are_whole_milliseconds_and_an_older_workers_hints_in_seconds_are_
     assert hints[busy] >= EMPTY and hints[busy] == int(hints[busy]), "all leased: hinted empty, in milliseconds"
 
 
-
 def test_a_round_that_finds_a_ready_partition_ready_still_writes_no_hint(redis_client):
     """#30: the hint says "ready" and the round's tick found work there still (and queued no links there): there is
     nothing to write, and a busy round sends no hint script; one that empties the partition says so."""
@@ -399,6 +398,7 @@ def test_a_round_that_finds_a_ready_partition_ready_still_writes_no_hint(redis_c
     assert redis_client.zscore(ready, str(busy)) == before, "ready and ready still: the hint as it was"
     assert len(parts.tick(n=4, worker="w").tick.taken) == 2
     assert redis_client.zscore(ready, str(busy)) >= EMPTY, "the round that emptied it hinted it empty"
+
 
 @pytest.mark.parametrize("when", ["between its read and its tick", "between its tick and its hint write"])
 def test_a_round_that_found_a_partition_empty_never_hides_links_another_worker_queued(redis_client, when):
