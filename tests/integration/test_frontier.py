@@ -40,6 +40,23 @@ def test_fifo_within_a_priority_and_priority_first(redis_client):
     assert urls(taken) == expected[: len(taken)] and len(taken) == 60
 
 
+def test_negative_priorities_go_after_zero_whether_queued_with_links_or_when_a_retry_comes_due(redis_client):
+    """A priority's score in its domain's priority set is its opposite, written by the scripts as text: a
+    negative priority goes after 0 and a positive one before, both where a call's links are written a list at
+    a time and where a retry that came due is pushed on its own."""
+    frontier = frontier_for(redis_client)
+    order = [(i, (-3, 0, 2, -1)[i % 4]) for i in range(20)]
+    frontier.tick([request(i, p) for i, p in order])
+    assert redis_client.zrange("sp:requests:a.test", 0, -1, withscores=True) == [
+        (b"2", -2.0), (b"0", 0.0), (b"-1", 1.0), (b"-3", 3.0)]
+    taken = frontier.lease("w", 60, 20)[0]
+    assert urls(taken) == [f"http://a.test/{i}" for p in (2, 0, -1, -3) for i, q in order if q == p]
+    first = {json.loads(payload)["priority"]: (lease, payload) for lease, payload in reversed(taken)}
+    for priority in (-3, 2):  # retries due at once: the lowest first, so that only the score can order them
+        assert frontier.delay(first[priority][0], first[priority][1], 0)
+    assert [json.loads(payload)["priority"] for _, payload in frontier.lease("w", 60, 5)[0]] == [2, -3]
+
+
 def test_a_lease_given_back_is_first_in_line(redis_client):
     frontier = frontier_for(redis_client)
     frontier.tick([request(i) for i in range(5)])
@@ -54,7 +71,7 @@ def test_a_queue_that_outlived_its_schedule_is_leased_again_when_a_request_joins
     error) until a push put the domain back whatever the list's length."""
     frontier = frontier_for(redis_client)
     frontier.tick([request(0)])
-    redis_client.delete("sp:domains", "sp:queue:a.test")  # the schedule and the priority set, not the list
+    redis_client.delete("sp:domains", "sp:requests:a.test")  # the schedule and the priority set, not the list
     frontier.tick([request(1)])  # a seed after the reset, same domain
     assert sorted(urls(frontier.lease("w", 60, 5)[0])) == ["http://a.test/0", "http://a.test/1"]
 

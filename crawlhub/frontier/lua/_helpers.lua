@@ -90,6 +90,13 @@ local function release(ctx, id)
   end
   return 0
 end
+-- a priority's score in its domain's priority set (its opposite), from the priority's text: as text, for a Lua
+-- number handed to redis.call is formatted with "%.17g"
+local function score_of(prio)
+  if prio == '0' then return '0' end
+  if string.sub(prio, 1, 1) == '-' then return string.sub(prio, 2) end
+  return '-' .. prio
+end
 -- queue a request in its domain's queue (front = first out: a lease given back)
 local function push(ctx, d, prio, payload, front)
   local b = ctx.batch
@@ -119,12 +126,12 @@ local function push(ctx, d, prio, payload, front)
   local q = ctx.prefix .. ':' .. d
   prio = tostring(math.floor(tonumber(prio) or 0))
   if front then redis.call('LPUSH', q .. ':' .. prio, payload) else redis.call('RPUSH', q .. ':' .. prio, payload) end
-  redis.call('HINCRBY', ctx.counts, d, 1)
+  redis.call('HINCRBY', ctx.counts, d, '1')
   -- the list's priority in the domain's priority set, the domain in the schedule (NX: a member there keeps
   -- its score). Not only for a new list: a list that outlived its sets (a reset deleting keys one by one
   -- while a worker pushed) would otherwise never be leased again, and nor would what is pushed after it.
-  redis.call('ZADD', q, 'NX', -tonumber(prio), prio)
-  redis.call('ZADD', schedule_of(ctx, d), 'NX', 0, d)
+  redis.call('ZADD', q, 'NX', score_of(prio), prio)
+  redis.call('ZADD', schedule_of(ctx, d), 'NX', '0', d)
 end
 -- write a batch: each list's requests in one RPUSH (and one LPUSH for those given back: LPUSH of several
 -- puts the last first, as one LPUSH each would), each domain's count once, each priority and domain in
@@ -141,7 +148,7 @@ local function flush_batch(ctx)
   local scheduled, schedules = {}, {}  -- the domains, one ZADD per schedule
   for _, set in pairs(b.sets) do
     local q, prio, d = set[1], set[2], set[3]
-    redis.call('ZADD', q, 'NX', -tonumber(prio), prio)
+    redis.call('ZADD', q, 'NX', score_of(prio), prio)
     if not scheduled[d] then
       scheduled[d] = true
       local sched = schedule_of(ctx, d)
@@ -166,7 +173,7 @@ local function pop(ctx, d, k, first, only, q)
   local out = {}
   local empty, left = nil, nil
   while #out < k do
-    local best = first and {first} or redis.call('ZRANGE', q, 0, 0)
+    local best = first and {first} or redis.call('ZRANGE', q, '0', '0')
     local alone = first and only
     first = nil
     if #best == 0 then empty = true; break end
@@ -223,11 +230,20 @@ local function first_seen(spec)
   end
   return new
 end
--- the same from the tick's flat arguments: kind, key, extra (the value; for 'b', "bits,pos,pos...")
-local function seen_first(kind, key, extra)
+-- the same from the tick's flat arguments: kind, key, extra (the value; for 'b', "bits,pos,pos..."). The bit
+-- positions go to SETBIT as the text they came in (a Lua number would be formatted with "%.17g", half a
+-- microsecond each); sized: the bitmaps this call has seen made at their full size (one EXISTS a key, not a link)
+local function seen_first(kind, key, extra, sized)
   if kind == 's' then return redis.call('SADD', key, extra) == 1 end
   if kind == 'f' then return redis.call('BF.ADD', key, extra) == 1 end
-  local spec = {kind, key}
-  for n in string.gmatch(extra, '[^,]+') do table.insert(spec, tonumber(n)) end
-  return first_seen(spec)
+  local bits, positions = string.match(extra, '^([^,]*),?(.*)$')
+  if not sized[key] then
+    sized[key] = true
+    if redis.call('EXISTS', key) == 0 then redis.call('SETBIT', key, string.format('%d', tonumber(bits) - 1), '0') end
+  end
+  local new = false
+  for pos in string.gmatch(positions, '[^,]+') do
+    if redis.call('SETBIT', key, pos, '1') == 0 then new = true end
+  end
+  return new
 end

@@ -55,7 +55,7 @@ local function take(p, n)
     else
       redis.call('HSET', p.sk, 'win', win, 'cnt', n, 'prev', prev, 'tat', ts(p.tat), 'last', now_s,
                  'xd', today_s)
-      redis.call('EXPIRE', p.sk, 604800)
+      redis.call('EXPIRE', p.sk, '604800')
       if p.conc > 0 then redis.call('ZREMRANGEBYSCORE', p.sk .. ':active', '-inf', now_s) end  -- expired slots
       p.xd = today_s
     end
@@ -84,8 +84,8 @@ local function finish(ctx, d, lease_id, outcome, retry_after)
     local untl = now + (tonumber(retry_after) or 0)
     local old = tonumber(redis.call('HGET', sk, 'until') or '0')
     redis.call('HSET', sk, 'factor', string.format('%.4f', f), 'until', ts(math.max(untl, old)))
-    redis.call('HINCRBY', sk, 'slowdowns', 1)
-    redis.call('EXPIRE', sk, 604800)
+    redis.call('HINCRBY', sk, 'slowdowns', '1')
+    redis.call('EXPIRE', sk, '604800')
     wake(ctx, d)  -- its next lease round reschedules it at its block (a capped domain's released slot would too)
   elseif outcome == 'ok' and f > 1 then
     f = f * (tonumber(ctx.recovery) or 0.8)

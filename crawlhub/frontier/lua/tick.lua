@@ -31,7 +31,7 @@ ctx.freed = {}
 -- the domains whose slots free up (acks, releases, slow-downs) are woken in one ZADD per lane (flush_wakes),
 -- before anything returns or reads a schedule
 ctx.wakes = {hosts = {}, seen = {}}
-local added, fresh = 0, 0
+local added, fresh, sized = 0, 0, {}
 -- the enqueues: 2 arguments each after ARGV[1]: the link's fields, tab-separated, in the order of
 -- crawlhub.frontier.records.ENQUEUE_ARGV (kind, key, extra, priority, force, ends, domain), then
 -- its payload. No JSON and no table per link: most links are duplicates, and decoding them or
@@ -40,7 +40,7 @@ local added, fresh = 0, 0
 for i = 2, #ARGV, 2 do
   local kind, key, extra, priority, force, ends, domain =
     string.match(ARGV[i], '^(%a)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t(.*)$')
-  local new = seen_first(kind, key, extra)
+  local new = seen_first(kind, key, extra, sized)
   if new then fresh = fresh + 1 end
   if ends ~= '' then
     redis.call('ZREM', ctx.inflight, ends)
@@ -84,7 +84,7 @@ if n > 0 and ctx.paused and redis.call('EXISTS', ctx.paused) == 1 then
   return out
 end
 if n > 0 then
-  local due = redis.call('ZRANGEBYSCORE', ctx.delayed, '-inf', now_s, 'LIMIT', 0, 100)
+  local due = redis.call('ZRANGEBYSCORE', ctx.delayed, '-inf', now_s, 'LIMIT', '0', '100')
   for _, m in ipairs(due) do
     local d, p = split_delayed(m)
     push(ctx, d, priority_of(p), p, false)
@@ -123,7 +123,7 @@ if n > 0 then
   local lanes = a.lanes or {''}
   local lists, longest = {}, 0
   for l, lane in ipairs(lanes) do
-    lists[l] = redis.call('ZRANGEBYSCORE', lane_schedule(ctx, lane), '-inf', now_s, 'LIMIT', 0, window)
+    lists[l] = redis.call('ZRANGEBYSCORE', lane_schedule(ctx, lane), '-inf', now_s, 'LIMIT', '0', window)
     longest = math.max(longest, #lists[l])
   end
   local ready, ready_sched = lists[1] or {}, {}  -- (one lane: its list as it came)
@@ -148,7 +148,7 @@ if n > 0 then
       -- its best two priorities (a member is its priority, its score the opposite: no score to format); one
       -- alone tells pop that its list emptied is the domain emptied
       local q = ctx.prefix .. ':' .. d
-      local h = redis.call('ZRANGE', q, 0, 1)
+      local h = redis.call('ZRANGE', q, '0', '1')
       if #h == 0 then drop(sched, d) else heads[#heads + 1] = {d, -(tonumber(h[1]) or 0), j, h[1], sched, #h == 1, q} end
     end
     next_ready = last + 1
@@ -264,13 +264,13 @@ if n > 0 then
   -- when this worker may next find work (its lanes, and retries coming due), and when anyone may (every lane:
   -- a partitioned frontier's hint, so that a worker never writes "empty" over another lane's work)
   local wake = nil
-  local retry = redis.call('ZRANGE', ctx.delayed, 0, 0, 'WITHSCORES')
+  local retry = redis.call('ZRANGE', ctx.delayed, '0', '0', 'WITHSCORES')
   if #retry > 0 then wake = tonumber(retry[2]) end
   local mine = {}
   for _, lane in ipairs(lanes) do mine[lane] = true end
   local wake_all = wake
   for _, lane in ipairs(ctx.lanes or lanes) do
-    local first = redis.call('ZRANGE', lane_schedule(ctx, lane), 0, 0, 'WITHSCORES')
+    local first = redis.call('ZRANGE', lane_schedule(ctx, lane), '0', '0', 'WITHSCORES')
     if #first > 0 then
       local at = tonumber(first[2])
       if mine[lane] and (wake == nil or at < wake) then wake = at end
