@@ -1,6 +1,10 @@
 # crawlhub: `make demo` and `make test` do the whole set-up on a fresh Debian/Ubuntu machine.
 SHELL := /bin/bash
-PYTHON ?= python3
+# The distribution's Python when it is recent enough (Debian's and Ubuntu's are built with PGO and LTO, as is
+# the python image deploy/ runs), else the first python3 on PATH. A pyenv build without --enable-optimizations
+# ran a worker's start 1.3x and the scenario tests 1.16x slower (docs/benchmarks.md). `make PYTHON=...` chooses.
+SYSTEM_PYTHON := $(shell [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null && echo /usr/bin/python3)
+PYTHON ?= $(or $(SYSTEM_PYTHON),python3)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 WORKERS ?= 2
