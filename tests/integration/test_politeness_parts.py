@@ -224,6 +224,25 @@ def test_a_domains_state_expiry_is_renewed_once_a_day_not_with_every_window(make
     assert redis_client.zscore(f"{key}:active", "sp/gone@d.test") is None
 
 
+def test_a_new_domains_expired_slots_do_not_count_and_are_swept_on_the_next_days_visit(make, redis_client):
+    """A domain with no state (none taken for a week, or ever) may still have an active set: slots of leases a
+    killed worker held. They are past their deadline, so they do not count against the cap; the daily sweep
+    drops them (its first visit of a day with state)."""
+    frontier, _ = make(DOMAIN_CONCURRENCY=2)
+    fill(frontier, "f.test", 4)
+    key = "crawlhub:domain:f.test"
+    redis_client.zadd(f"{key}:active", {"sp/1@f.test": 1, "sp/2@f.test": 2})
+    taken, _ = frontier.lease("w", 60, 2)
+    assert len(taken) == 2, "slots past their deadline do not count against the cap"
+    day = int(time.time() // 86400)
+    redis_client.hset(key, mapping={"win": 1, "xd": str(day - 1)})
+    frontier.ack([lease for lease, _ in taken])
+    taken, _ = frontier.lease("w", 60, 1)
+    assert len(taken) == 1 and redis_client.hget(key, "xd") == str(day).encode()
+    assert redis_client.zscore(f"{key}:active", "sp/1@f.test") is None
+    assert redis_client.zscore(f"{key}:active", "sp/2@f.test") is None
+
+
 def test_a_domain_emptied_by_its_lease_leaves_no_count_behind_even_one_that_drifted(make, redis_client):
     frontier, _ = make()
     fill(frontier, "e.test", 2)

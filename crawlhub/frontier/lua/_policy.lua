@@ -48,7 +48,7 @@ local function take(p, n)
   if p.win == win then
     redis.call('HSET', p.sk, 'cnt', p.cnt + n, 'tat', ts(p.tat), 'last', now_s)
   else
-    local prev = 0
+    local prev = '0'  -- (text: a Lua number would be formatted with "%.17g")
     if p.win == win - 1 then prev = p.cnt end
     if p.xd == today_s then
       redis.call('HSET', p.sk, 'win', win, 'cnt', n, 'prev', prev, 'tat', ts(p.tat), 'last', now_s)
@@ -56,7 +56,9 @@ local function take(p, n)
       redis.call('HSET', p.sk, 'win', win, 'cnt', n, 'prev', prev, 'tat', ts(p.tat), 'last', now_s,
                  'xd', today_s)
       redis.call('EXPIRE', p.sk, '604800')
-      if p.conc > 0 then redis.call('ZREMRANGEBYSCORE', p.sk .. ':active', '-inf', now_s) end  -- expired slots
+      -- expired slots; not for a domain with no state (xd unset: none taken for a week, or ever), which has
+      -- none that count (ZCOUNT reads the live ones) and is swept the next day it is visited
+      if p.conc > 0 and p.xd then redis.call('ZREMRANGEBYSCORE', p.sk .. ':active', '-inf', now_s) end
       p.xd = today_s
     end
     p.new_window = true
