@@ -118,6 +118,8 @@ class LeaseEnds:
                 self.client.count("retries")
                 logger.info("Retrying %s in %.1fs (attempt %d of %d): %s", request.url, delay, attempts + 1,
                             self.client.policy.retry_times + 1, reason)
+            else:
+                self._gone(lease, f"retry ({reason})")
 
         move = partial(self.client.ops.delay, lease.id, self.client.serializer.encode(again), delay)
         self.send(lease, "retry", move, retried)
@@ -138,6 +140,8 @@ class LeaseEnds:
             if moved:
                 self.client.stats.inc_value("scheduler/postponed")
                 logger.info("Postponed %s for %.0fs: %s", request.url, seconds, reason)
+            else:
+                self._gone(lease, f"postponement ({reason})")
 
         move = partial(self.client.ops.delay, lease.id, self.client.serializer.encode(later), seconds)
         return self.send(lease, "postponement", move, postponed)
@@ -160,8 +164,18 @@ class LeaseEnds:
                 self.client.stats.inc_value(f"dlq/reason/{dlq_reason(error, status)}")  # the quality figures' DLQ by reason
                 logger.error("Gave up on %s after %d attempts (%s); in %s", lease.url, record.attempts, error,
                              self.client.keys.part_of(lease_domain(lease.id)).dlq)
+            else:
+                self._gone(lease, f"dead letter ({error})")
 
         self.send(lease, "dead letter", partial(self.client.ops.dead_letter, lease.id, record), dead_lettered)
+
+    def _gone(self, lease: Lease, what: str) -> None:
+        """A lease's end was not written: its lease is not in the frontier any more. Said, with where the page is."""
+        self.client.stats.inc_value("frontier/lease_gone")
+        logger.warning("The %s of %s was not written: its lease %s is no longer in the frontier. Either it expired "
+                       "before this worker renewed it, and the request is queued again (another worker fetches it), "
+                       "or the frontier was reset since it was leased (the page belongs to the crawl that ended)",
+                       what[:300], lease.url, lease.id)
 
     def give_back(self) -> None:
         """At close: every lease still held goes back to the shared queue (as it was, if the frontier vanished)."""

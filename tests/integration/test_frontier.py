@@ -154,29 +154,38 @@ def test_stats_counters_are_held_while_redis_is_down(redis_client):
     assert not counters.pending
 
 
-def test_a_lease_end_that_redis_did_not_take_is_held_and_sent_when_it_is_back(tmp_path):
-    """A dead letter, a retry and a postponement while Redis is down: none raises (Scrapy would log a traceback
-    and the page would wait for its lease to expire); each lease stays in the book, renewed, and each end is
-    sent, in order, with the first round trip that succeeds."""
+def client_with(settings: Settings, spider: str, urls: list[str]):
+    """A worker's frontier client (worker w1, its stats in memory) of ``spider``, opened, ``urls`` queued:
+    (client, stats)."""
     from types import SimpleNamespace
 
-    import redis
     from scrapy import Request, Spider
     from scrapy.statscollectors import MemoryStatsCollector
 
     from crawlhub.connection import get_redis
     from crawlhub.frontier.client import FrontierClient
+
+    stats = MemoryStatsCollector(SimpleNamespace(settings=settings))
+    frontier = FrontierClient(get_redis(settings), settings, stats, "w1")
+    frontier.open(Spider(spider))
+    for n, url in enumerate(urls):
+        frontier.enqueue(Request(url), hashlib.sha1(str(n).encode()).hexdigest())
+    return frontier, stats
+
+
+def test_a_lease_end_that_redis_did_not_take_is_held_and_sent_when_it_is_back(tmp_path):
+    """A dead letter, a retry and a postponement while Redis is down: none raises (Scrapy would log a traceback
+    and the page would wait for its lease to expire); each lease stays in the book, renewed, and each end is
+    sent, in order, with the first round trip that succeeds."""
+    import redis
+
     from crawlhub.services import EmbeddedRedis
 
     server = EmbeddedRedis(tmp_path / "redis")
     server.ensure()
     try:
         settings = Settings(project_settings(REDIS_URL=server.url(), REDIS_RETRIES=1, DOMAIN_RATE=0, DOMAIN_CONCURRENCY=0))
-        stats = MemoryStatsCollector(SimpleNamespace(settings=settings))
-        frontier = FrontierClient(get_redis(settings), settings, stats, "w1")
-        frontier.open(Spider("held"))
-        for n in range(4):
-            frontier.enqueue(Request(f"https://a.test/{n}"), hashlib.sha1(str(n).encode()).hexdigest())
+        frontier, stats = client_with(settings, "held", [f"https://a.test/{n}" for n in range(4)])
         taken, _ = frontier.lease(4)
         assert len(taken) == 4
         server.stop()
@@ -195,6 +204,28 @@ def test_a_lease_end_that_redis_did_not_take_is_held_and_sent_when_it_is_back(tm
         check.close()
     finally:
         server.stop()
+
+
+def test_an_end_whose_lease_left_the_frontier_is_said_with_where_the_page_is(redis_url, redis_client, caplog):
+    """A dead letter, a retry or a postponement whose lease is no longer in the frontier (it expired and was
+    reclaimed, or a reset deleted it) is not written: the worker says so, with the URL and where the page is,
+    and counts it (frontier/lease_gone). It went without a word before."""
+    import logging
+
+    settings = Settings(project_settings(REDIS_URL=redis_url, DOMAIN_RATE=0, DOMAIN_CONCURRENCY=0))
+    frontier, stats = client_with(settings, "gone", [f"https://a.test/{n}" for n in range(3)])
+    taken, _ = frontier.lease(3)
+    assert len(taken) == 3
+    redis_client.delete("gone:inflight", "gone:leases")  # (what a reclaim, or a reset, leaves)
+    with caplog.at_level(logging.WARNING, logger="crawlhub.frontier.ends"):
+        frontier.dead_letter(taken[0], "HTTP 403 Forbidden (not retried)", status=403)
+        assert frontier.retry(taken[1], "TimeoutError") == "retry"
+        frontier.postpone(taken[2], 30, "robots.txt unreachable")
+    said = [r.getMessage() for r in caplog.records if "no longer in the frontier" in r.getMessage()]
+    assert [m.split(" (")[0] for m in said] == ["The dead letter", "The retry", "The postponement"], said
+    assert all(f"https://a.test/{n}" in said[n] and "queued again" in said[n] and "reset" in said[n] for n in range(3))
+    assert stats.get_value("frontier/lease_gone") == 3
+    assert redis_client.llen("gone:dlq") == 0 and stats.get_value("dlq/count") is None
 
 
 @pytest.mark.parametrize("recorded", ["", "3:placed"], ids=["new", "laid-out-by-30"])
