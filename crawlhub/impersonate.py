@@ -15,11 +15,18 @@ through the request's proxy (credentials from its Proxy-Authorization header, ne
 Scrapy's timeout; redirects are not followed here (Scrapy's redirect middleware follows them, as for any
 request); a failure is raised as Scrapy's own download exceptions, so retries and ban rules treat it as any.
 
+Every download ends: libcurl enforces the timeout, and a watchdog ends one whose await outlives twice the
+timeout (at least one second more): curl_cffi's AsyncSession can wait forever with its own timeout not
+firing (lexiforest/curl_cffi#578, open), which would leave the page leased and renewed by a live worker,
+never stored and never dead-lettered. The watchdog raises Scrapy's DownloadTimeoutError (retried, then
+dead-lettered with the reason), counts ``impersonate/stuck`` and makes a new session for what follows.
+
 curl_cffi is imported on the first impersonated request only: a worker that never climbs never loads it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import logging
 import time
@@ -77,6 +84,19 @@ def _error(exc: BaseException, url: str) -> Exception:
     return DownloadFailedError(text)
 
 
+def watchdog(timeout: float) -> float:
+    """How long an impersonated download may take before the watchdog ends it: twice its timeout, at least 1 s
+    more (libcurl's own timeout fires late under load, and ending it early would cost its session)."""
+    return timeout + max(1.0, timeout)
+
+
+async def _close_quietly(session: Any) -> None:
+    try:
+        await asyncio.wait_for(session.close(), 10.0)
+    except Exception as exc:  # noqa: BLE001 - a wedged session: nothing more to do than say it
+        logger.debug("A stuck curl_cffi session did not close cleanly: %r", exc)
+
+
 def _proxy_auth(request: Request) -> tuple[str, str] | None:
     value = request.headers.get(b"Proxy-Authorization")
     if not value or not value.lower().startswith(b"basic "):
@@ -98,6 +118,7 @@ class Impersonator:
         self.maxsize = settings.getint("DOWNLOAD_MAXSIZE")
         self.clients = max(1, settings.getint("CONCURRENT_REQUESTS"))
         self.session: Any = None
+        self._closing: set[asyncio.Future[None]] = set()  # sessions a watchdog replaced, closing
 
     def target_for(self, request: Request) -> tuple[str, bool]:
         """The curl_cffi target, and whether the request's own headers go out (else the target's defaults)."""
@@ -124,12 +145,16 @@ class Impersonator:
         stats.inc_value("impersonate/requests")
         stats.inc_value(f"impersonate/target/{target}")
         started = time.monotonic()
+        timeout = float(request.meta.get("download_timeout") or self.timeout)
+        session = self.session
+        sent = session.request(
+            request.method, request.url, headers=headers, data=request.body or None, impersonate=target,
+            default_headers=not own_headers, allow_redirects=False, verify=self.verify, discard_cookies=True,
+            timeout=timeout, proxy=request.meta.get("proxy") or None, proxy_auth=_proxy_auth(request))
         try:
-            answer = await self.session.request(
-                request.method, request.url, headers=headers, data=request.body or None, impersonate=target,
-                default_headers=not own_headers, allow_redirects=False, verify=self.verify, discard_cookies=True,
-                timeout=float(request.meta.get("download_timeout") or self.timeout),
-                proxy=request.meta.get("proxy") or None, proxy_auth=_proxy_auth(request))
+            answer = await (asyncio.wait_for(sent, watchdog(timeout)) if timeout > 0 else sent)
+        except TimeoutError:  # (the watchdog's: curl_cffi's own errors are not TimeoutErrors)
+            raise self._stuck(session, request.url, timeout, time.monotonic() - started) from None
         except Exception as exc:  # curl_cffi's errors carry libcurl's code
             stats.inc_value("impersonate/errors")
             raise _error(exc, request.url) from exc
@@ -145,6 +170,19 @@ class Impersonator:
         cls = responsetypes.from_args(headers=headers_out, url=request.url, body=body)
         return cls(url=request.url, status=answer.status_code, headers=headers_out, body=body, request=request,
                    flags=["impersonate"], protocol=_PROTOCOLS.get(int(answer.http_version or 0)))
+
+    def _stuck(self, session: Any, url: str, timeout: float, waited: float) -> DownloadTimeoutError:
+        """A download the watchdog ended: said, counted, and its session replaced (closed in the background)."""
+        self.crawler.stats.inc_value("impersonate/stuck")
+        logger.warning("%s: no answer and no timeout from curl_cffi after %.1f s (its timeout %.1f s): ended as a "
+                       "timeout, which is retried; the next impersonated request opens a new session", url, waited,
+                       timeout)
+        if self.session is session:
+            self.session = None
+            self._closing.add(task := asyncio.ensure_future(_close_quietly(session)))
+            task.add_done_callback(self._closing.discard)
+        return DownloadTimeoutError(f"{url}: no answer after {waited:.1f} s (impersonate; curl_cffi's timeout of "
+                                    f"{timeout:.1f} s did not fire)")
 
     async def close(self) -> None:
         if self.session is not None:

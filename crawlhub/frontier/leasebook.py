@@ -40,6 +40,8 @@ class Lease:
     after_store: list[Any] = field(default_factory=list)
     items: int = 0  # items the page yielded
     invalid: int = 0  # of which quarantined (crawlhub.pipelines.validate.InvalidItem)
+    in_engine_since: float = 0.0  # (monotonic) when the warden's sweep first saw its download in Scrapy's engine
+    said_long: bool = False  # the sweep said that its download has taken too long
 
     @property
     def done(self) -> bool:

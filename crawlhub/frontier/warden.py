@@ -27,7 +27,11 @@ A leased request leaves Scrapy in one of these ways, and each ends its lease:
   spider" with the answer's status when none was reported.
 
 So no lease outlives its request, and none is renewed for ever by a live
-worker. The warden also keeps each lease's accounting in the lease book: the
+worker. A download that never ends (a download handler waiting for ever:
+crawlhub.impersonate's watchdog ends curl_cffi's) keeps its request in the
+engine and its lease renewed: the sweep says so, once a lease, when it has
+been in the engine for ``long_download`` seconds (3 times the longer of
+DOWNLOAD_TIMEOUT and BROWSER_TIMEOUT), and counts ``leases/long_downloads``. The warden also keeps each lease's accounting in the lease book: the
 download's end (crawlhub.signals.download_finished), the items a page yields
 and their fate (the lease spider middleware, Scrapy's item signals). It
 decides nothing else: the frontier client carries out the end (ack, retry,
@@ -37,6 +41,7 @@ dead letter), as for every other path.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -64,6 +69,8 @@ class LeaseWarden:
         self.crawler = crawler
         self.frontier = frontier
         self.waiting = waiting  # requests leased but not yet handed to the engine (the scheduler's)
+        s = crawler.settings
+        self.long_download = 3 * max(s.getfloat("DOWNLOAD_TIMEOUT", 180.0), s.getfloat("BROWSER_TIMEOUT", 30.0))
         crawler.signals.connect(self.spider_error, signal=signals.spider_error)
         crawler.signals.connect(self.request_dropped, signal=signals.request_dropped)
         crawler.signals.connect(self.response_received, signal=signals.response_received)
@@ -138,12 +145,27 @@ class LeaseWarden:
         held = in_progress(self.crawler)
         if held is None:  # the engine is not running (closing, or not started): nothing can be told
             return 0
-        live = {id(r) for r in held} | {id(r) for r in self.waiting()}
+        engine = {id(r) for r in held}
+        live = engine | {id(r) for r in self.waiting()}
         leaked = [lease for lease in self.frontier.leases
                   if not lease.output_done and lease.request is not None and id(lease.request) not in live]
         for lease in leaked:
             self._end_leaked(lease)
+        self._say_long(lease for lease in self.frontier.leases if lease.downloading and id(lease.request) in engine)
         return len(leaked)
+
+    def _say_long(self, downloading: Iterable[Lease]) -> None:
+        """Say (once a lease) a download in the engine for longer than any timeout allows: it may never end."""
+        now = time.monotonic()
+        for lease in downloading:
+            if not lease.in_engine_since:
+                lease.in_engine_since = now
+            elif not lease.said_long and now - lease.in_engine_since > self.long_download:
+                lease.said_long = True
+                self.frontier.stats.inc_value("leases/long_downloads")
+                logger.warning("%s has been downloading for more than %.0f s (3 times the longest timeout): its download "
+                               "handler may never end it; its lease %s is renewed while this worker runs. Stopping the "
+                               "worker gives it back to the queue", lease.url, self.long_download, lease.id)
 
     def _end_leaked(self, lease: Lease) -> None:
         request = lease.request

@@ -73,6 +73,29 @@ def test_held_counts_only_leases_still_downloading():
     assert book.held() == {"a.test": 1, "b.test": 1}
 
 
+def test_the_sweep_says_once_a_download_in_the_engine_longer_than_any_timeout(caplog):
+    """A download handler that never ends its download (curl_cffi's AsyncSession can wait for ever) keeps its
+    request in the engine and its lease renewed: the warden's sweep says so, once a lease, and counts it."""
+    from types import SimpleNamespace
+
+    from crawlhub.frontier.warden import LeaseWarden
+
+    crawler = get_crawler(Spider, {"DOWNLOAD_TIMEOUT": 20, "BROWSER_TIMEOUT": 30})
+    book = LeaseBook()
+    stuck, done, prefetched = (leased(book, f"{i}@a.test", f"http://a.test/{i}") for i in range(3))
+    book.download_finished("1@a.test")  # (its download is over: the callback's output is what it waits for)
+    crawler.engine = SimpleNamespace(_slot=SimpleNamespace(inprogress={stuck, done}))  # (what Scrapy's engine holds)
+    warden = LeaseWarden(crawler, SimpleNamespace(leases=book, stats=crawler.stats), lambda: [prefetched])
+    assert warden.long_download == 90.0
+    assert warden.sweep() == 0 and not caplog.records
+    for lease in book:
+        lease.in_engine_since -= 91.0  # (seen 91 s ago: a clock's tick instead of a wait)
+    assert warden.sweep() == 0 and warden.sweep() == 0
+    said = [r.getMessage() for r in caplog.records if "downloading for more than 90 s" in r.getMessage()]
+    assert len(said) == 1 and "http://a.test/0" in said[0] and "0@a.test" in said[0], said
+    assert crawler.stats.get_value("leases/long_downloads") == 1
+
+
 def test_retry_policy_backs_off_within_bounds_and_gives_up():
     policy = RetryPolicy(retry_times=2, backoff_base=2.0, backoff_max=5.0)
     assert [policy.gives_up(a) for a in (1, 2, 3)] == [False, False, True]

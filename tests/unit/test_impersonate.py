@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import ssl
 
 import pytest
@@ -18,7 +19,7 @@ from scrapy.utils.test import get_crawler
 from crawlhub import meta
 from crawlhub.browser import HANDLER as BROWSER_HANDLER
 from crawlhub.downloadermiddlewares.ladder import pinned
-from crawlhub.impersonate import HANDLER, SCRAPY_HANDLER, Impersonator, _error, _proxy_auth
+from crawlhub.impersonate import HANDLER, SCRAPY_HANDLER, Impersonator, _error, _proxy_auth, watchdog
 from crawlhub.ladder import format_ladder
 from crawlhub.profiles import load_profiles
 from crawlhub.roles import available_rungs
@@ -154,3 +155,35 @@ def test_a_block_is_a_code_a_ban_marker_or_the_spiders_own_verdict():
     assert blocks.blocked(page("<html>Access Denied</html>")) == "ban marker 'access denied'"
     assert blocks.blocked(page('<html><form id="challenge"></form></html>')) == "verify you are human"
     assert blocks.blocked(page("<html>fine</html>", 429)) == ""  # a 429 slows the domain down (politeness), no climb
+
+
+class _WedgedSession:
+    """curl_cffi's AsyncSession as lexiforest/curl_cffi#578 reports it: a request that never ends, its own timeout
+    not firing; and a close that never ends either."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+
+    async def request(self, *args, **kwargs):
+        self.requests += 1
+        await asyncio.Event().wait()
+
+    async def close(self) -> None:
+        await asyncio.Event().wait()
+
+
+def test_a_download_curl_never_ends_is_ended_by_the_watchdog_as_a_timeout_on_a_new_session():
+    crawler = get_crawler(settings_dict=project_settings(DOWNLOAD_TIMEOUT=0.05))
+    impersonator = Impersonator(crawler)
+    wedged = impersonator.session = _WedgedSession()
+
+    async def fetch() -> BaseException:
+        with pytest.raises(DownloadTimeoutError) as raised:
+            await impersonator.fetch(Request("https://shop.example/p/1"))
+        return raised.value
+
+    error = asyncio.run(fetch())
+    assert "shop.example/p/1" in str(error) and "did not fire" in str(error), error
+    assert wedged.requests == 1 and crawler.stats.get_value("impersonate/stuck") == 1
+    assert impersonator.session is None, "the next impersonated request opens a new session"
+    assert watchdog(30.0) == 60.0 and watchdog(0.05) == 1.05
