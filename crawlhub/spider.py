@@ -261,9 +261,26 @@ class CrawlhubSpider(SitemapMixin, Spider):
             self._idle_since = now
             raise DontCloseSpider
         if self.max_idle > 0 and now - self._idle_since >= self.max_idle:
+            if frontier is not None and self._left_at_close(frontier):
+                self._idle_since, self._counted_empty = now, False
+                raise DontCloseSpider
             self.logger.info("The cluster's frontier has been empty for %.0fs: closing", now - self._idle_since)
             return
         raise DontCloseSpider
+
+    def _left_at_close(self, frontier: FrontierView) -> bool:
+        """A last look at every partition before closing: the idle period's checks read the cheap signs only once a
+        count found nothing, and another worker's leases show in them at its next heartbeat (a worker that took
+        the seed the moment before is logging in, or fetching the first page); work found there starts the idle
+        period again. Redis down: not idle, just waiting."""
+        try:
+            left = frontier.left()
+        except Exception as exc:  # noqa: BLE001
+            self.logger.warning("Cannot read the frontier (%s); waiting", exc)
+            return True
+        if left:
+            self.logger.debug("Not closing: the cluster's frontier has work queued, waiting or in flight")
+        return left
 
     def _frontier_busy(self, frontier: FrontierView) -> bool:
         """Whether the cluster has work left: the cheap signs first (work hinted as queued or delayed, leases

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from scrapy import Request
 
 from crawlhub.items import Page
@@ -97,3 +99,48 @@ def test_generic_depth_limit_defaults_to_3_and_can_be_overridden():
     assert make_spider(GenericSpider, **crawler_settings).crawler.settings.getint("DEPTH_LIMIT") == 5
     # other spiders are not depth-limited
     assert make_spider(ScrapemeSpider).crawler.settings.getint("DEPTH_LIMIT") == 0
+
+
+def test_an_idle_worker_looks_at_every_partition_once_more_before_it_closes(monkeypatch):
+    """MAX_IDLE_TIME_BEFORE_CLOSE: once a count found the frontier empty, the idle checks read the cheap signs only,
+    and another worker's leases show there at its next heartbeat. A worker whose wait is over looks at every
+    partition once more: work there (another worker took the seed the moment before, and logs in) starts the wait
+    again; it closes when that look finds nothing too."""
+    from types import SimpleNamespace
+
+    from scrapy.exceptions import DontCloseSpider
+
+    import crawlhub.spider
+
+    spider = make_spider(ScrapemeSpider, MAX_IDLE_TIME_BEFORE_CLOSE=8)
+    spider.next_seed_requests = lambda: iter(())
+    left = [False]  # what every partition holds: nothing, until another worker leases the seed
+    looks: list[bool] = []
+
+    def look() -> bool:
+        looks.append(left[0])
+        return left[0]
+
+    frontier = SimpleNamespace(budget_exhausted=False, work_waiting=False, pending=lambda: False, leases_elsewhere=0,
+                               left=look)
+    monkeypatch.setattr(crawlhub.spider, "frontier_of", lambda crawler: frontier)
+
+    def idle_check(after: float) -> bool:
+        """One idle check ``after`` seconds into the wait; whether the worker closes."""
+        spider._last_idle_check = None  # (not a stopped process: the checks are close enough)
+        if spider._idle_since is not None:
+            spider._idle_since = time.monotonic() - after
+        try:
+            spider._on_idle(spider)
+        except DontCloseSpider:
+            return False
+        return True
+
+    assert not idle_check(0) and not idle_check(1) and looks == [False], "counted once: empty"
+    left[0] = True  # another worker leased the seed; its heartbeat has not said so yet
+    assert not idle_check(5) and looks == [False], "the cheap signs only"
+    assert not idle_check(8.5), "its wait is over, but the last look finds the other worker's lease"
+    assert looks == [False, True] and time.monotonic() - spider._idle_since < 1, "the wait starts again"
+    left[0] = False
+    assert not idle_check(3), "a wait not over"
+    assert idle_check(8.5), "nothing left at the last look: it closes"
