@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import sys
 import time
@@ -55,29 +56,46 @@ def status(spider: str | None, as_json: bool, watch: bool, interval: float) -> N
 
 
 def _watch(text: Callable[[], str], interval: float) -> None:
-    """Redraw ``text()`` every ``interval`` seconds (in place on a terminal, frame after frame when piped)."""
+    """Redraw ``text()`` every ``interval`` seconds (in place on a terminal, frame after frame when piped), until
+    Ctrl-C: the first SIGINT ends the wait between frames or lets the frame being read finish (a Redis or MongoDB
+    call cut in the middle could leave its client's locks held and the process hanging at exit); a second one
+    interrupts at once."""
     from rich.console import Console
     from rich.live import Live
     from rich.text import Text
 
+    stopped: list[bool] = []  # (a flag the handler sets: an Event's lock is not safe to take in a signal handler)
+
+    def interrupted(signum: int, frame: Any) -> None:
+        if stopped:
+            raise KeyboardInterrupt
+        stopped.append(True)
+
+    def wait() -> bool:
+        """Sleep until the next frame is due; False once Ctrl-C came."""
+        due = time.monotonic() + interval
+        while not stopped and time.monotonic() < due:
+            time.sleep(min(0.1, max(0.0, due - time.monotonic())))
+        return not stopped
+
     def frame() -> str:
         return f"{time.strftime('%H:%M:%S')}  (every {interval:g}s, Ctrl-C to stop)\n\n{text()}"
 
-    if not sys.stdout.isatty():  # piped or logged: one frame after another, each ended by a blank line
-        try:
-            while True:
+    previous = signal.signal(signal.SIGINT, interrupted)
+    try:
+        if not sys.stdout.isatty():  # piped or logged: one frame after another, each ended by a blank line
+            while not stopped:
                 click.echo(frame() + "\n", nl=True)
                 sys.stdout.flush()
-                time.sleep(interval)
-        except KeyboardInterrupt:
+                wait()
             return
-    with Live(Text(frame()), console=Console(), auto_refresh=False, transient=False) as live:
-        try:
-            while True:
-                time.sleep(interval)
+        with Live(Text(frame()), console=Console(), auto_refresh=False, transient=False) as live:
+            while wait():
                 live.update(Text(frame()), refresh=True)
-        except KeyboardInterrupt:
-            pass
+    except KeyboardInterrupt:  # (the second Ctrl-C)
+        pass
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 @click.command()
