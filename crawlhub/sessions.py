@@ -127,8 +127,10 @@ class SessionState:
 SCRIPT = """-- Sessions shared by the cluster (crawlhub.sessions).
 -- KEYS[1]: the pool hash (id -> JSON); KEYS[2]: the counters; KEYS[3]: the session's cookies (ops on one session).
 -- ARGV[1]: op, ARGV[2]: now; then per op:
---   'pool'    size, max_age, max_uses, first state, proxy, profile: ends sessions past their age or uses; if
---             fewer than size are live, creates one (bound to that proxy and profile). Returns the live ones.
+--   'pool'    size, max_age, max_uses, first state, proxy, profiles: ends sessions past their age or uses; if
+--             fewer than size are live, creates one, bound to that proxy and to the first of the profiles
+--             (ids one a line, the worker's choice first) that no live session has (else the first), so that
+--             the sessions of a pool show browsers of their own. Returns the live ones.
 --   'use'     id, known ver, max_age, max_uses, count ('1': a request's use): the session (counted, or ended
 --             past its age or uses: ''), its cookies when ver differs from known ver.
 --   'claim'   id, worker, timeout: the worker takes its login (state login, or logging past lock_until).
@@ -156,18 +158,23 @@ local function spent(s, max_age, max_uses)
 end
 if op == 'pool' then
   local size, max_age, max_uses = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-  local live = {}
+  local live, used = {}, {}
   local all = redis.call('HGETALL', KEYS[1])
   for i = 1, #all, 2 do
     local s = cjson.decode(all[i + 1])
     local why = spent(s, max_age, max_uses)
-    if why then retire(s.id, why, KEYS[1] .. ':c:' .. s.id) else live[#live + 1] = all[i + 1] end
+    if why then retire(s.id, why, KEYS[1] .. ':c:' .. s.id) else live[#live + 1] = all[i + 1]; used[s.profile or ''] = true end
   end
   local created = ''
   if #live < size then
+    local profile
+    for candidate in string.gmatch(ARGV[8], '[^\\n]+') do
+      if not used[candidate] then profile = candidate; break end
+    end
+    profile = profile or string.match(ARGV[8], '[^\\n]*')
     -- (the time in the id: a session made after `crawlhub reset` never takes the id of one a worker still knows)
     local id = string.format('%d-%x', redis.call('HINCRBY', KEYS[2], 'created', 1), math.floor(now * 1000) % 16777216)
-    live[#live + 1] = put({id = id, state = ARGV[6], proxy = ARGV[7], profile = ARGV[8], created = now, uses = 0,
+    live[#live + 1] = put({id = id, state = ARGV[6], proxy = ARGV[7], profile = profile, created = now, uses = 0,
                            gen = 0, logins = 0, ver = 0, by = '', lock_until = 0, bans = 0})
     created = id
   end

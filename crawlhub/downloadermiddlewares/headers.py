@@ -50,26 +50,40 @@ class HeaderProfileMiddleware:
         return getattr(spider, "header_profile", None) if spider is not None else None
 
     def profile_for(self, request: Request) -> Profile | None:
+        return self._choose(request)[0]
+
+    def candidates_for(self, request: Request, most: int = 16) -> list[Profile]:
+        """The profile ``profile_for`` chooses, then, where the choice rotates, up to ``most`` - 1 others in random
+        order: a new session takes the first one no live session has (crawlhub.sessions)."""
+        first, rotating = self._choose(request)
+        if first is None or not rotating:
+            return [first] if first is not None else []
+        others = [p for p in self.book.profiles if p.id != first.id]
+        self.book.rng.shuffle(others)
+        return [first, *others[:most - 1]]
+
+    def _choose(self, request: Request) -> tuple[Profile | None, bool]:
+        """The request's profile, and whether it was picked at random (the rotate policy)."""
         choice = request.meta.get(PROFILE_META, None)
         if choice is None:
             choice = self._spider_choice()
         if choice is False:
-            return None
+            return None, False
         if request.meta.get("playwright"):
             # Chromium renders it and sends its own headers, coherent by construction;
             # a profile of another browser would not be
-            return None
+            return None, False
         named = choice if isinstance(choice, str) and choice not in ("rotate", "sticky") else self.pin
         if named:
             profile = self.everything.get(named)
             if profile is not None:
-                return profile
+                return profile, False
             logger.warning("Unknown header profile %r for %s: picking one instead", named, request.url)
         policy = choice if choice in ("rotate", "sticky") else self.book.policy
         if policy == "rotate":
-            return self.book.pick()
+            return self.book.pick(), True
         # sticky: the same proxy always shows the same browser (per domain without proxies)
-        return self._sticky(request.meta.get(meta.PROXY) or domain_of(request.url))
+        return self._sticky(request.meta.get(meta.PROXY) or domain_of(request.url)), False
 
     def _sticky(self, key: str) -> Profile:
         chosen = self.sticky.get(key)

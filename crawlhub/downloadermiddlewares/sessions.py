@@ -318,7 +318,8 @@ class SessionMiddleware(SessionComponent):
         return self._pool
 
     def _proposal(self, request: Request) -> tuple[str, str]:
-        """The proxy and the header profile a new session would be bound to."""
+        """The proxy and the header profiles a new session would be bound to (ids one a line: the first that no
+        live session has is taken, where the profile rotates)."""
         from crawlhub.downloadermiddlewares.headers import HeaderProfileMiddleware
         from crawlhub.downloadermiddlewares.proxy import ProxyMiddleware
 
@@ -329,8 +330,7 @@ class SessionMiddleware(SessionComponent):
             proxy = chosen.id if chosen is not None else ""
         profiles = self.crawler.get_downloader_middleware(HeaderProfileMiddleware) if self.profiles else None
         if profiles is not None:
-            chosen_profile = profiles.profile_for(request)
-            profile = chosen_profile.id if chosen_profile is not None else ""
+            profile = "\n".join(p.id for p in profiles.candidates_for(request))
         return proxy, profile
 
     async def process_request(self, request: Request) -> Request | Response | None:

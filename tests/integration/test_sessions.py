@@ -204,6 +204,22 @@ def test_a_session_keeps_its_proxy_and_its_browser_profile_on_every_worker(env, 
     assert len({ua for pairs in seen.values() for _, ua in pairs}) > 1, "the sessions have profiles of their own"
 
 
+def test_a_new_session_takes_the_first_profile_no_live_session_has(redis_client):
+    """The pool op's profiles (ids one a line, the worker's random choice first): a new session shows a browser of its
+    own while one is left, whichever worker made the others; else the worker's choice."""
+    script = Script(redis_client, SCRIPT)
+
+    def new(profiles: str) -> str:
+        created, live = script([pool_key("t"), stats_key("t"), cookies_key("t", "-")],
+                               ["pool", "1000", "4", "0", "0", "ready", "p1", profiles])
+        return {json.loads(s)["id"]: json.loads(s)["profile"] for s in live}[created.decode()]
+
+    assert new("chrome-1\nfirefox-2\nsafari-3") == "chrome-1"
+    assert new("chrome-1\nfirefox-2\nsafari-3") == "firefox-2", "chrome-1 is taken: the next candidate"
+    assert new("firefox-2\nchrome-1") == "firefox-2", "every candidate taken: the worker's choice"
+    assert new("") == "", "no profile (profiles off, a browser request)"
+
+
 def test_the_session_script(redis_client):
     """The Lua script's rules, one op at a time."""
     script = Script(redis_client, SCRIPT)

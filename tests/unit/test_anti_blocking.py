@@ -155,6 +155,22 @@ def test_a_retry_chooses_again_and_pins_and_opt_outs_work():
     assert not browser.headers, "Chromium sends its own headers for the pages it renders"
 
 
+def test_a_new_sessions_candidates_rotate_with_the_policy_and_not_past_a_pin():
+    """crawlhub.sessions: a new session takes the first candidate no live session has; the candidates are the rotating
+    choice and the others in random order, a pin's profile alone, none for Chromium's pages."""
+    mw = header_mw()
+    request = Request("https://example.com/")
+    candidates = [p.id for p in mw.candidates_for(request)]
+    assert len(candidates) == len(set(candidates)) == min(16, len(mw.book.profiles))
+    assert set(candidates) <= set(mw.book.by_id)
+    assert len({tuple(p.id for p in mw.candidates_for(request)) for _ in range(5)}) > 1, "in random order"
+    assert [p.id for p in mw.candidates_for(Request("https://example.com/", meta={"header_profile": "safari-27.0-macos"}))
+            ] == ["safari-27.0-macos"]
+    assert mw.candidates_for(Request("https://example.com/", meta={"playwright": True})) == []
+    assert [p.id for p in header_mw(HEADER_PROFILES_POLICY="sticky").candidates_for(request)] != [], "sticky: one"
+    assert len(header_mw(HEADER_PROFILES_POLICY="sticky").candidates_for(request)) == 1
+
+
 def test_profile_settings_are_checked():
     with pytest.raises(NotConfigured, match="HEADER_PROFILES_FAMILIES: unknown"):
         header_mw(HEADER_PROFILES_FAMILIES=["opera"])
