@@ -188,6 +188,8 @@ class Impersonator:
         if self.session is not None:
             await self.session.close()
             self.session = None
+        if self._closing:  # sessions a watchdog replaced, still closing (each gives up after 10 s)
+            await asyncio.wait(list(self._closing), timeout=10.0)
 
 
 def impersonated(request: Request) -> bool:

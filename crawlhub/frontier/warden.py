@@ -31,7 +31,8 @@ worker. A download that never ends (a download handler waiting for ever:
 crawlhub.impersonate's watchdog ends curl_cffi's) keeps its request in the
 engine and its lease renewed: the sweep says so, once a lease, when it has
 been in the engine for ``long_download`` seconds (3 times the longer of
-DOWNLOAD_TIMEOUT and BROWSER_TIMEOUT), and counts ``leases/long_downloads``. The warden also keeps each lease's accounting in the lease book: the
+DOWNLOAD_TIMEOUT and BROWSER_TIMEOUT), and counts ``leases/long_downloads``.
+The warden also keeps each lease's accounting in the lease book: the
 download's end (crawlhub.signals.download_finished), the items a page yields
 and their fate (the lease spider middleware, Scrapy's item signals). It
 decides nothing else: the frontier client carries out the end (ack, retry,
