@@ -49,7 +49,9 @@ class LeaseEnds:
         "retry", "dlq", "postponed", "dropped"; None when the request holds no lease of this worker."""
         end: End = request.meta.pop(meta.END)
         lease = self.client.leases.of(request)
-        if lease is None:
+        if lease is None:  # its lease ended already (told twice: the first end is the one carried out)
+            logger.debug("Not carried out on %s (%s): its lease %s has ended already", request.url, end.get("how"),
+                         request.meta.get(meta.LEASE))
             return None
         if lease.downloading:  # it never reached the download, or no hook saw it end: its slot frees
             self.client.leases.download_finished(lease.id, Finish(lease_domain(lease.id), lease.id, "", 0.0))
