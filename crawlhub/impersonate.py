@@ -147,11 +147,11 @@ class Impersonator:
         started = time.monotonic()
         timeout = float(request.meta.get("download_timeout") or self.timeout)
         session = self.session
-        sent = session.request(
-            request.method, request.url, headers=headers, data=request.body or None, impersonate=target,
-            default_headers=not own_headers, allow_redirects=False, verify=self.verify, discard_cookies=True,
-            timeout=timeout, proxy=request.meta.get("proxy") or None, proxy_auth=_proxy_auth(request))
         try:
+            sent = session.request(
+                request.method, request.url, headers=headers, data=request.body or None, impersonate=target,
+                default_headers=not own_headers, allow_redirects=False, verify=self.verify, discard_cookies=True,
+                timeout=timeout, proxy=request.meta.get("proxy") or None, proxy_auth=_proxy_auth(request))
             answer = await (asyncio.wait_for(sent, watchdog(timeout)) if timeout > 0 else sent)
         except TimeoutError:  # (the watchdog's: curl_cffi's own errors are not TimeoutErrors)
             raise self._stuck(session, request.url, timeout, time.monotonic() - started) from None

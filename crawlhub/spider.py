@@ -248,10 +248,11 @@ class CrawlhubSpider(SitemapMixin, Spider):
         self._last_idle_check = now
         # work queued that was not ready at the last lease round (rate limits, back-offs): not idle, no need to count
         busy = bool(scheduled) or asleep or (frontier is not None and frontier.work_waiting)
+        over = self.max_idle > 0 and self._idle_since is not None and now - self._idle_since >= self.max_idle
         if not busy and frontier is not None and self.max_idle > 0:
             # (waiting for seeds forever, nothing needs counting: an idle worker costs Redis nothing more)
             try:
-                busy = self._frontier_busy(frontier)
+                busy = self._frontier_busy(frontier, last_look=over)
             except Exception as exc:  # noqa: BLE001 - Redis down: not idle, just waiting
                 self.logger.warning("Cannot read the frontier (%s); waiting", exc)
                 busy = True
@@ -260,41 +261,26 @@ class CrawlhubSpider(SitemapMixin, Spider):
         if busy or self._idle_since is None:
             self._idle_since = now
             raise DontCloseSpider
-        if self.max_idle > 0 and now - self._idle_since >= self.max_idle:
-            if frontier is not None and self._left_at_close(frontier):
-                self._idle_since, self._counted_empty = now, False
-                raise DontCloseSpider
+        if over:
             self.logger.info("The cluster's frontier has been empty for %.0fs: closing", now - self._idle_since)
             return
         raise DontCloseSpider
 
-    def _left_at_close(self, frontier: FrontierView) -> bool:
-        """A last look at every partition before closing: the idle period's checks read the cheap signs only once a
-        count found nothing, and another worker's leases show in them at its next heartbeat (a worker that took
-        the seed the moment before is logging in, or fetching the first page); work found there starts the idle
-        period again. Redis down: not idle, just waiting."""
-        try:
-            left = frontier.left()
-        except Exception as exc:  # noqa: BLE001
-            self.logger.warning("Cannot read the frontier (%s); waiting", exc)
-            return True
-        if left:
-            self.logger.debug("Not closing: the cluster's frontier has work queued, waiting or in flight")
-        return left
-
-    def _frontier_busy(self, frontier: FrontierView) -> bool:
+    def _frontier_busy(self, frontier: FrontierView, last_look: bool = False) -> bool:
         """Whether the cluster has work left: the cheap signs first (work hinted as queued or delayed, leases
         live workers said they hold at their last heartbeat), then every partition (what the signs cannot show:
         a dead worker's leases not yet reclaimed, another worker's leases before its next heartbeat, links of a
         worker killed before it marked their partition), asked at most every IDLE_RECOUNT seconds and once per
         idle period when it found nothing, so that a waiting worker does not read every partition at each idle
-        check (the engine asks at each heartbeat and wake-up; at 48 partitions one look is 144 commands)."""
+        check (the engine asks at each heartbeat and wake-up; at 48 partitions one look is 144 commands).
+        ``last_look``: the worker's wait is over, and it closes unless this finds work: every partition is asked
+        again, whatever the period's count said (another worker's leases of the moment before keep it)."""
         if frontier.pending() or frontier.leases_elsewhere:
             return True
         now = time.monotonic()
-        if self._counted_empty:
+        if not last_look and self._counted_empty:
             return False
-        if now < self._recount_at:
+        if not last_look and now < self._recount_at:
             return self._count_busy
         busy = self._count_busy = frontier.left()
         self._counted_empty, self._recount_at = not busy, now + IDLE_RECOUNT
