@@ -186,7 +186,7 @@ class PartKeys:
 
 # the spider's keys that every lease round reads (or writes, the hints and the budget): one hash tag for all of
 # them when the frontier is tagged (Keys.grouped), so that on a Redis Cluster they are one master's
-GROUPED = ("epoch", "paused", "budget", "budget_used", "ready")
+GROUPED = ("epoch", "paused", "budget", "budget_used", "budget_held", "ready")
 
 PART_FIELDS = ("queue", "schedule", "queued", "dupefilter", "seen", "inflight", "leases", "lease_seq", "delayed", "dlq",
                "revisits")
@@ -236,6 +236,9 @@ class Keys:
     grouped: bool = False
     queue_key: str = ""  # SCHEDULER_QUEUE_KEY, expanded (untagged partition's queue prefix)
     dupefilter_key: str = ""  # SCHEDULER_DUPEFILTER_KEY, expanded
+    # zset (tagged, under a budget): the budget a lease round has reserved and not yet counted in budget_used,
+    # "<requests>\t<round>" -> when the reservation lapses (a worker killed mid-round: not held for ever)
+    budget_held: str = ""
 
     @classmethod
     def for_spider(cls, settings: BaseSettings, spider: str, partitions: int | None = None,
@@ -284,7 +287,8 @@ class Keys:
         out = replace(self, partitions=partitions, tagged=tagged, placed=placed, grouped=grouped)
         group = out.tag(0) + ":" if out.grouped else f"{self.spider}:"
         return replace(out, epoch=group + "epoch", paused=group + "paused", budget=group + "budget",
-                       budget_used=group + "budget_used", ready=group + "ready")  # (GROUPED)
+                       budget_used=group + "budget_used", budget_held=group + "budget_held",
+                       ready=group + "ready")  # (GROUPED)
 
     @property
     def one_call(self) -> bool:

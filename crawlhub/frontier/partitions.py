@@ -42,6 +42,7 @@ import contextlib
 import json
 import logging
 import math
+import os
 import random
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -200,6 +201,7 @@ class Partitions:
         self._busy = False  # the last lease round got all it asked for (else: hold nothing)
         self._drain = False  # a closing worker: every round sends all
         self._epoch: str | None = None  # the epoch the last lease round read
+        self._holding: str | None = None  # this round's budget reservation (a member of budget_held)
         self.replica_wait, self.replica_wait_ms = replica_wait, replica_wait_ms
         self.per_lease, self.per_call, self.recheck = max(1, per_lease), max(1, per_call), recheck
         # on a Redis Cluster a busy round still picks its partitions at random: a worker keeping to the partitions
@@ -318,8 +320,13 @@ class Partitions:
             return self._parts_round(enqueues, finishes, acks, n, worker, ttl, budget, workers, held, safe_acks,
                                      ahead, prior_enq, prior_ack)
         except BaseException:
-            # the caller keeps what it passed; what this worker held before the round is held again
+            # the caller keeps what it passed; what this worker held before the round is held again; its budget
+            # reservation is dropped (else it lapses with the lease TTL)
             self._held_enq, self._held_ack = prior_enq, prior_ack
+            reservation, self._holding = self._holding, None
+            if reservation is not None:
+                with contextlib.suppress(*REDIS_ERRORS):
+                    self.server.zrem(self.keys.budget_held, reservation)
             raise
 
     def _parts_round(self, enqueues: list[EnqueueOp], finishes: Iterable[Finish], acks: Iterable[str], n: int,
@@ -343,7 +350,7 @@ class Partitions:
         chosen: list[int] = []
         read: dict[int, float] = {}  # the hints this round read before its ticks (absent: none)
         if n > 0:
-            status, reserved, counted, ready, wait, epoch, read, unknown = self._prepare(n, budget, set(links))
+            status, reserved, counted, ready, wait, epoch, read, unknown = self._prepare(n, budget, set(links), ttl)
             if self._epoch is not None and epoch != self._epoch and (prior_enq or prior_ack):
                 # a reset (or a frontier gone) since they were held: they belong to the crawl that ended
                 logger.warning("The frontier's epoch moved: %d links and %d acks held for later rounds dropped",
@@ -356,7 +363,7 @@ class Partitions:
             if self._busy and not self.spread:
                 # one server: the partitions the round calls anyway (finished downloads) first, then those with links
                 ready.sort(key=lambda p: (p in self.not_mine, p not in rounds, p not in links))
-            chosen = ready[:max(1, asked)]
+            chosen = ready[:max(1, asked)] if reserved else []  # (none: a budget's rest is reserved by others)
             share = math.ceil(reserved / len(chosen)) if chosen else 0
             left = reserved
             for p in chosen:
@@ -446,8 +453,8 @@ class Partitions:
             merged.wait = wait
         if calls and result.failed == len(calls):
             raise result.error if isinstance(result.error, REDIS_ERRORS) else redis.ConnectionError(str(result.error))
-        # (the reservation counted in budget_used, less what was taken, is given back)
-        self._after(hints, reserved - len(merged.taken) if counted else 0)
+        # (under a budget: what was taken is counted, and the reservation dropped)
+        self._after(hints, len(merged.taken))
         if n > 0:
             self._busy = status == "ok" and len(merged.taken) >= n
         return result
@@ -503,10 +510,10 @@ class Partitions:
         self.duplicates.learn(len(found), len(checks))
         return [op for i, op in enumerate(ops) if i not in found]
 
-    def _prepare(self, n: int, budget: int, linked: set[int] | None = None) -> tuple[
+    def _prepare(self, n: int, budget: int, linked: set[int] | None = None, ttl: float = 60.0) -> tuple[
             str, int, bool, list[int], float | None, str, dict[int, float], list[int]]:
-        """Pause, budget, the ready partitions and the frontier's epoch: (status, requests to lease, whether they
-        were counted in budget_used (only under a budget), partitions, wait if none is ready, epoch ("" = gone),
+        """Pause, budget, the ready partitions and the frontier's epoch: (status, requests to lease, whether under a
+        budget (reserved: :meth:`_reserve`), partitions, wait if none is ready, epoch ("" = gone),
         the hints read: partition -> score, the partitions with no hint). ``linked``: the partitions this round
         queues links in, ready too (their tick queues the links before it leases). One pipeline, whatever the
         number of partitions (and one more read when some have no hint)."""
@@ -548,21 +555,69 @@ class Partitions:
         limit = int(stored) if stored is not None else budget
         if limit <= 0:  # no budget: nothing is counted (a budget set later counts from then on)
             return "ok", n if ready else 0, False, ready, wait, epoch, read, unknown
-        if not ready:  # a budget used up is said even with nothing ready, as one partition's tick does
+        if not ready or int(used_before or 0) >= limit:  # used up: said even with nothing ready, as a tick says it
             return ("budget" if int(used_before or 0) >= limit else "ok"), 0, False, ready, wait, epoch, read, unknown
-        used = int(self.server.incrby(k.budget_used, n))
-        allowed = max(0, min(n, limit - (used - n)))
-        if allowed < n:
-            self.server.decrby(k.budget_used, n - allowed)
-        return ("ok" if allowed else "budget"), allowed, True, ready, wait, epoch, read, unknown
+        status, allowed = self._reserve(n, limit, ttl, now)
+        return status, allowed, True, ready, wait, epoch, read, unknown
 
-    def _after(self, hints: list[tuple[int, float | None, float, str]], unused: int) -> None:
-        if not (hints or unused > 0):
+    def _in_order(self, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
+        """Run ``commands`` so that each runs on its server after the one before it has: one pipeline when the
+        budget's keys are on one server (grouped, or a plain Redis), else one call each (a cluster pipeline
+        sends to its nodes in parallel)."""
+        if self.keys.grouped or not self.spread:
+            pipe = self.server.pipeline(transaction=False)
+            for command in commands:
+                pipe.execute_command(*command)  # type: ignore[no-untyped-call]
+            return list(pipe.execute())
+        return [self.server.execute_command(*command) for command in commands]  # type: ignore[no-untyped-call]
+
+    def _reserve(self, n: int, limit: int, ttl: float, now: float) -> tuple[str, int]:
+        """Reserve up to ``n`` requests of the budget for this round: ("budget", 0) when the requests counted in
+        budget_used reach ``limit``, else ("ok", what the others' reservations leave, 0 included: they may give it
+        back). The reservation is a member of budget_held until the round counts what it took (:meth:`_after`).
+
+        Written first, read after: a round that counts its requests (INCRBY budget_used) before it drops its
+        reservation is seen by every other round, in one or the other; two rounds that reserve at once see at
+        least one of them the other's. So the budget is never exceeded, and "used up" is never said for a budget
+        that other rounds have only reserved (before: one INCRBY counter, and a worker that found it over the
+        limit while another round held the rest closed as budget_exhausted after one page of ten)."""
+        k = self.keys
+        token = f"{n}\t{os.urandom(6).hex()}"
+        _, _, holds, used_raw = self._in_order([
+            ("ZADD", k.budget_held, repr(now + ttl), token),
+            ("ZREMRANGEBYSCORE", k.budget_held, "-inf", repr(now)),  # lapsed: their rounds never ended
+            ("ZRANGE", k.budget_held, 0, -1),
+            ("GET", k.budget_used)])
+        used = int(used_raw or 0)
+        held = sum(int(text(m).split("\t")[0]) for m in holds if text(m) != token)
+        allowed = max(0, min(n, limit - used - held))
+        if used >= limit or not allowed:
+            self.server.zrem(k.budget_held, token)
+            return ("budget" if used >= limit else "ok"), 0
+        if allowed < n:  # hold what this round may take, not what it asked
+            kept = f"{allowed}\t{token.split(chr(9))[1]}"
+            self._in_order([("ZADD", k.budget_held, repr(now + ttl), kept), ("ZREM", k.budget_held, token)])
+            token = kept
+        self._holding = token
+        return "ok", allowed
+
+    def _after(self, hints: list[tuple[int, float | None, float, str]], taken: int) -> None:
+        """Write the round's hints; under a budget, count the requests it took and drop its reservation, in
+        this order (:meth:`_reserve`)."""
+        held, self._holding = self._holding, None
+        count = [("INCRBY", self.keys.budget_used, taken)] if held is not None and taken > 0 else []
+        drop = [("ZREM", self.keys.budget_held, held)] if held is not None else []
+        if not (hints or held is not None):
             return
         calls = [(self._hint, [self.keys.ready], self._hint_args(hints))] if hints else []
-        # a hint lost: its partition asked again within FRONTIER_PARTITION_RECHECK; the budget: counted a little high
+        # a hint lost: its partition asked again within FRONTIER_PARTITION_RECHECK. The budget: not counted, the
+        # requests taken may be taken again (at most one round's), and the reservation lapses with the lease TTL
         with contextlib.suppress(*REDIS_ERRORS):
-            run_scripts(self.server, calls, extra=[("DECRBY", self.keys.budget_used, unused)] if unused > 0 else [])
+            if not drop or self.keys.grouped or not self.spread:
+                run_scripts(self.server, calls, extra=[*count, *drop])
+            else:
+                run_scripts(self.server, calls)
+                self._in_order([*count, *drop])
 
     def _empty_hint(self, now: float) -> int:
         """The hint of a partition found empty: asked again after FRONTIER_PARTITION_RECHECK, jittered so that the

@@ -183,6 +183,50 @@ def test_the_budget_is_never_exceeded_by_concurrent_workers(redis_client, ahead)
     assert parts[0].tick(n=5, worker="w").tick.budget_exhausted
 
 
+def test_a_budget_another_round_has_reserved_is_not_used_up(redis_client, monkeypatch):
+    """A partitioned round reserves its share of a budget before it leases. In the CI failure, a worker whose
+    round came while another round held the whole rest of a budget of 10 (1 page of it leased) read the budget
+    as used up and closed as budget_exhausted; then so did the other: the crawl ended after one page."""
+    from crawlhub.frontier import partitions as module
+
+    first, second = partitioned(redis_client), partitioned(redis_client)
+    first.tick([op(str(i), DOMAINS[i % len(DOMAINS)]) for i in range(40)])
+    control.budget(redis_client, first.keys, 0, pages=10)
+    run = module.run_scripts
+    during: list = []
+    started: list[bool] = []
+
+    def second_round_meanwhile(server, calls, *args, **kwargs):
+        if calls and not started:  # the first round's calls: its reservation is held
+            started.append(True)
+            during.append(second.tick(n=7, worker="w2").tick)
+        return run(server, calls, *args, **kwargs)
+
+    monkeypatch.setattr(module, "run_scripts", second_round_meanwhile)
+    got = first.tick(n=32, worker="w1").tick
+    monkeypatch.setattr(module, "run_scripts", run)
+    assert len(got.taken) == 10
+    assert during and not during[0].budget_exhausted and during[0].taken == [], \
+        "the rest of the budget was only reserved by the other round: not used up"
+    assert int(redis_client.get(first.keys.budget_used)) == 10 and redis_client.zcard(first.keys.budget_held) == 0
+    assert second.tick(n=7, worker="w2").tick.budget_exhausted, "all 10 taken: used up now"
+
+    control.budget(redis_client, first.keys, 0, pages=14)  # raised: the two rounds share what is left
+    shared = [first.tick(n=3, worker="w1").tick, second.tick(n=3, worker="w2").tick]
+    assert [len(t.taken) for t in shared] == [3, 1] and shared[1].budget_exhausted is False
+    assert second.tick(n=3, worker="w2").tick.budget_exhausted
+
+
+def test_a_budget_reservation_of_a_worker_killed_mid_round_lapses(redis_client):
+    parts = partitioned(redis_client)
+    parts.tick([op(str(i), DOMAINS[i % len(DOMAINS)]) for i in range(40)])
+    control.budget(redis_client, parts.keys, 0, pages=10)
+    redis_client.zadd(parts.keys.budget_held, {"10\tkilled": time.time() + 0.5})  # its round never ended
+    assert parts.tick(n=5, worker="w", ttl=30).tick.taken == []
+    assert wait_for(lambda: len(parts.tick(n=5, worker="w", ttl=30).tick.taken) == 5, 5)
+    assert int(redis_client.get(parts.keys.budget_used)) == 5
+
+
 def test_completion_waits_for_every_partition(redis_client):
     parts = partitioned(redis_client, partitions=6)
     assert not parts.pending()
