@@ -14,11 +14,12 @@ TEST_JOBS ?= 4
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 STAMP := $(VENV)/.installed
 
-.PHONY: help setup sysdeps venv bytecode browser lint demo test services-up services-down services-status clean
+.PHONY: help setup sysdeps venv bytecode browser lint demo test durations services-up services-down services-status clean
 
 help:
 	@echo "make demo    install what is missing, run $(WORKERS) workers on a local demo shop, print what was stored"
 	@echo "make test    install what is missing, run the whole test suite"
+	@echo "make durations  time each integration test again (tests/durations.json: the longest start first)"
 	@echo "make services-up|services-down|services-status   the embedded Redis and MongoDB-wire servers"
 
 setup: sysdeps venv
@@ -88,13 +89,19 @@ lint: venv
 	$(PY) -m mypy
 	$(VENV)/bin/lint-imports
 
-# unit tests first (seconds: no servers, no processes), then the integration tests in parallel, then the few
-# whose assertions are timings (marker `alone`) one by one after them: no parallel test waits at their gate
+# unit tests first (seconds: no servers, no processes), then the integration tests in parallel, longest first and
+# one at a time to each process (tests/conftest.py: tests/durations.json), then the few whose assertions are
+# timings (marker `alone`) one by one after them: no parallel test waits at their gate
 # (exit code 5: a PYTEST_ARGS filter left none of a group)
 test: setup bytecode browser lint
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS) || [ $$? = 5 ]
-	$(PY) -m pytest -n $(TEST_JOBS) -m "not alone" tests/integration $(PYTEST_ARGS) || [ $$? = 5 ]
+	$(PY) -m pytest -n $(TEST_JOBS) --maxschedchunk 1 -m "not alone" tests/integration $(PYTEST_ARGS) || [ $$? = 5 ]
 	$(PY) -m pytest -m alone tests/integration $(PYTEST_ARGS) || [ $$? = 5 ]
+
+# what each integration test takes, for the order they start in (tests/durations.json): again when tests are added
+durations: setup bytecode browser
+	$(PY) -m pytest -n $(TEST_JOBS) --maxschedchunk 1 -m "not alone" tests/integration \
+	  --record-durations tests/durations.json $(PYTEST_ARGS) || [ $$? = 5 ]
 
 services-up: setup
 	$(VENV)/bin/crawlhub services up

@@ -193,3 +193,44 @@ def webhook():
     receiver = WebhookReceiver(fail_first=1)
     yield receiver
     receiver.server.shutdown()
+
+
+# -- the order the tests start in ------------------------------------------------------------------------------
+# Under pytest-xdist the integration tests are handed out in collection order, one at a time (`make test`:
+# --maxschedchunk 1). The longest start first, so that none of them is the one left running alone at the end
+# (longest processing time first: a run ends within the longest test of the mean load per process). What each
+# took is in tests/durations.json (`make durations` writes it anew); a test not in it counts as DEFAULT_SECONDS.
+DURATIONS = harness.ROOT / "tests" / "durations.json"
+DEFAULT_SECONDS = 5.0
+
+
+def pytest_addoption(parser):
+    parser.addoption("--record-durations", metavar="PATH", default=None,
+                     help="write each test's seconds (setup, call and teardown) to PATH as JSON, for the order "
+                          "the tests start in (tests/durations.json)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if not (hasattr(config, "workerinput") and DURATIONS.exists()):
+        return  # (one process: the order changes nothing)
+    took = json.loads(DURATIONS.read_text())
+    items.sort(key=lambda item: -took.get(item.nodeid, DEFAULT_SECONDS))  # (stable: ties keep their order)
+
+
+def pytest_configure(config):
+    path = config.getoption("--record-durations")
+    if path and not hasattr(config, "workerinput"):  # (the controller: every process's reports reach it)
+        config.pluginmanager.register(DurationRecorder(path), "crawlhub-durations")
+
+
+class DurationRecorder:
+    def __init__(self, path: str) -> None:
+        self.path, self.took = path, {}
+
+    def pytest_runtest_logreport(self, report):
+        self.took[report.nodeid] = round(self.took.get(report.nodeid, 0.0) + report.duration, 1)
+
+    def pytest_sessionfinish(self, session):
+        with open(self.path, "w") as out:
+            json.dump(dict(sorted(self.took.items(), key=lambda kv: -kv[1])), out, indent=0)
+            out.write("\n")
