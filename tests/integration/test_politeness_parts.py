@@ -185,6 +185,7 @@ def test_crawl_delay_is_a_floor_on_the_interval(make):
     assert len(taken) == 1 and 1.9 < wait <= 2.0
 
 
+@pytest.mark.alone  # its waits are asserted to 0.02 s: measured from the calls' own times, which a busy machine moves
 def test_reserve_takes_slots_for_unleased_requests(make):
     _, pol = make(DOMAIN_LIMITS={"r.test": "4/s"})
     waits = [pol.reserve("r.test") for _ in range(3)]
