@@ -335,6 +335,8 @@ class Partitions:
                      prior_ack: list[str]) -> RoundResult:
         rounds: dict[int, _Round] = {}
         mine = self.ops[0].lanes
+        enqueues, elsewhere = self._lease_elsewhere(enqueues)
+        acks = [*acks, *elsewhere]  # (ended once the requests replacing them are queued: see below)
         links = self._by_partition([*prior_enq, *enqueues])  # to send or hold, those held before first
         for op in enqueues:
             p = self.keys.partition_of(op.domain)
@@ -458,6 +460,24 @@ class Partitions:
         if n > 0:
             self._busy = status == "ok" and len(merged.taken) >= n
         return result
+
+    def _lease_elsewhere(self, ops: list[EnqueueOp]) -> tuple[list[EnqueueOp], list[str]]:
+        """A request that replaces a lease of another partition (a redirect to a domain there) cannot end that lease
+        in its own partition's call: it goes marked ('^' before the lease id: first out of its queue, nothing to
+        end there), and the lease is acked in its partition, in a round after the one that queues the request
+        (an ack with links in another partition waits for them). Before, the lease stayed in flight until it
+        expired, and its page was fetched again."""
+        if not any(op.ends_lease for op in ops):
+            return ops, []
+        out, elsewhere = [], []
+        for op in ops:
+            lease = op.ends_lease
+            if lease and not lease.startswith("^") and \
+                    self.keys.partition_of(lease_domain(lease)) != self.keys.partition_of(op.domain):
+                op = op._replace(ends_lease="^" + lease)
+                elsewhere.append(lease)
+            out.append(op)
+        return out, elsewhere
 
     def _by_partition(self, ops: Iterable[EnqueueOp]) -> dict[int, list[EnqueueOp]]:
         links: dict[int, list[EnqueueOp]] = {}

@@ -227,6 +227,45 @@ def test_a_budget_reservation_of_a_worker_killed_mid_round_lapses(redis_client):
     assert int(redis_client.get(parts.keys.budget_used)) == 5
 
 
+def test_a_redirect_to_a_domain_of_another_partition_ends_its_lease_once_the_new_request_is_queued(redis_client):
+    """A replacement's own partition cannot end a lease of another: the lease stayed in flight until it expired
+    (LEASE_TTL), was reclaimed, and its page fetched again."""
+    from crawlhub.frontier.keys import partition_of
+
+    parts = partitioned(redis_client)
+    a = DOMAINS[0]
+    b = next(d for d in DOMAINS if partition_of(d, 4) != partition_of(a, 4))
+    parts.tick([op("1", a), op("0", b)])
+    (lease,) = [t for t in parts.tick(n=2, worker="w").tick.taken if lease_domain(t.lease_id) == a]
+    inflight = parts.keys.part(partition_of(a, 4)).inflight
+    first = parts.tick([op("moved", b, ends=lease.lease_id)])
+    assert redis_client.zscore(inflight, lease.lease_id) is not None and first.deferred_ack == [lease.lease_id], \
+        "ended in a round after the one that queues its replacement"
+    parts.tick(safe_acks=first.deferred_ack)  # (the client's next round)
+    assert redis_client.zcard(inflight) == 0 and redis_client.hlen(parts.keys.part(partition_of(a, 4)).leases) == 0
+    queue = f"{parts.keys.part(partition_of(b, 4)).queue}:{b}:0"
+    assert b"moved" in redis_client.lindex(queue, 0), "first out of its queue, as the page it replaces"
+
+
+def test_a_replacement_sent_again_or_after_its_lease_was_reclaimed_queues_no_second_copy(redis_client):
+    """A tick whose reply was lost (Redis stopped as it answered: the CI failure, a fault of "aof") is sent again by
+    its worker: its forced replacement of a lease (another rung, the browser, another proxy) was queued twice, and
+    the page dead-lettered twice. A lease reclaimed before its replacement came: its page is queued already."""
+    parts = partitioned(redis_client)
+    d = DOMAINS[0]
+    parts.tick([op("1", d), op("2", d)])
+    one, two = parts.tick(n=2, worker="w").tick.taken
+    again = op("1", d, ends=one.lease_id, force=True)
+    assert parts.tick([again]).tick.added == 1
+    assert parts.tick([again]).tick.added == 0, "sent again: its lease ended already"
+    part = parts.keys.part(parts.keys.partition_of(d))
+    redis_client.zadd(part.inflight, {two.lease_id: 1})  # expired long ago
+    (expired,) = parts.expired(10)
+    assert expired.lease_id == two.lease_id and parts.requeue(two.lease_id, two.payload, 0)  # (the warden's reclaim)
+    assert parts.tick([op("2", d, ends=two.lease_id, force=True)]).tick.added == 0, "reclaimed: queued by then"
+    assert parts.counts()["queued"] == 2 and parts.counts()["inflight"] == 0
+
+
 def test_completion_waits_for_every_partition(redis_client):
     parts = partitioned(redis_client, partitions=6)
     assert not parts.pending()

@@ -40,18 +40,31 @@ local added, fresh, sized = 0, 0, {}
 for i = 2, #ARGV, 2 do
   local kind, key, extra, priority, force, ends, domain =
     string.match(ARGV[i], '^(%a)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t(.*)$')
-  local new = seen_first(kind, key, extra, sized)
-  if new then fresh = fresh + 1 end
+  -- a request that replaces a lease (a redirect, the browser fallback, another proxy) is the same page: first
+  -- out of its queue, like a lease given back, and only while that lease is there to end. Gone, its page is
+  -- queued already: by this very call, run before with its reply lost (Redis stopped as it answered, and the
+  -- worker sent it again), or by the reclaim of the lease, expired; or a reset ended the crawl. A second copy
+  -- would be a second fetch of the page, and a second dead letter. ('^' .. id: the lease is in another
+  -- partition, which the worker tells once this call has queued the request.)
+  local front, gone = false, false
   if ends ~= '' then
-    redis.call('ZREM', ctx.inflight, ends)
-    redis.call('HDEL', ctx.leases, ends)
-    release(ctx, ends)
+    front = true
+    if string.byte(ends) ~= 94 then
+      if redis.call('ZREM', ctx.inflight, ends) == 0 then
+        gone = true
+      else
+        redis.call('HDEL', ctx.leases, ends)
+        release(ctx, ends)
+      end
+    end
   end
-  if new or force == '1' then
-    -- a request that replaces a lease (a redirect, the browser fallback, another
-    -- proxy) is the same page: first out of its queue, like a lease given back
-    push(ctx, domain, priority, ARGV[i + 1], ends ~= '')
-    added = added + 1
+  if not gone then
+    local new = seen_first(kind, key, extra, sized)
+    if new then fresh = fresh + 1 end
+    if new or force == '1' then
+      push(ctx, domain, priority, ARGV[i + 1], front)
+      added = added + 1
+    end
   end
 end
 if fresh > 0 then redis.call('INCRBY', ctx.seen, fresh) end
