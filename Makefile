@@ -10,7 +10,7 @@ PY := $(VENV)/bin/python
 WORKERS ?= 2
 PYTEST_ARGS ?=
 # pytest-xdist processes: the suite mostly waits on real servers and workers, so more than the cores
-TEST_JOBS ?= 4
+TEST_JOBS ?= 6
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 STAMP := $(VENV)/.installed
 
