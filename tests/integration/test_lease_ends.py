@@ -10,6 +10,7 @@ import json
 import re
 import signal
 import time
+from collections import Counter
 
 import pytest
 
@@ -115,3 +116,31 @@ def test_counters_equal_the_store_when_a_worker_stopped_past_its_lease_stores_it
     # the workers' own counter (Prometheus, the web UI) says the same: both stopped cleanly, so both sent theirs
     counted = redis_client.hget("scrapeme:stats:totals", f"items@{status['epoch']['id']}")
     assert int(counted) == 40, counted
+
+
+def test_a_redirect_to_a_host_of_another_partition_ends_its_lease_and_fetches_each_page_once(
+        env, site, redis_client, mongo_db, tmp_path):
+    """On a partitioned frontier a redirect's new request is queued in its host's partition, and the lease it replaces
+    is in its own: before 20ba3e1 that lease stayed in flight until LEASE_TTL, was reclaimed, and its page was fetched
+    again. Now each redirect is fetched once, nothing is reclaimed, and every landing page is stored once."""
+    from crawlhub._utils.urls import domain_of
+    from crawlhub.frontier.keys import partition_of
+
+    partitions = 48
+    landing = site({f"/landing/{i}": PAGE.format(f"landing {i}", "") for i in range(8)})
+    for _ in range(5):  # (a host of another partition than the landing pages': 47 of 48 ports are)
+        pages = {"/": PAGE.format("home", " ".join(f'<a href="/go/{i}">{i}</a>' for i in range(8)))}
+        pages.update({f"/go/{i}": (302, "text/html", "", {"Location": f"{landing.url}/landing/{i}"}) for i in range(8)})
+        start = site(pages, tls=True)
+        if partition_of(domain_of(start.url), partitions) != partition_of(domain_of(landing.url), partitions):
+            break
+    assert partition_of(domain_of(start.url), partitions) != partition_of(domain_of(landing.url), partitions)
+    env = dict(env, FRONTIER_PARTITIONS=str(partitions), LEASE_TTL="3", LEASE_RECLAIM_INTERVAL="1",
+               MAX_IDLE_TIME_BEFORE_CLOSE="2", DOMAIN_RATE="0")
+    redis_client.lpush("generic:start_urls", f"{start.url}/")
+    (worker,) = run_workers("generic", env, tmp_path, 1, timeout=120)
+    fetched = Counter(h.path for h in start.hits if h.path.startswith("/go/"))
+    assert fetched == {f"/go/{i}": 1 for i in range(8)}, fetched
+    assert "Reclaimed" not in worker.log() and "'leases/reclaimed'" not in worker.log(), worker.log()[-3000:]
+    assert sorted(d["url"] for d in mongo_db.pages.find({"url": {"$regex": "/landing/"}})) == sorted(
+        f"{landing.url}/landing/{i}" for i in range(8))
