@@ -321,3 +321,25 @@ def wait_for_lease(frontier) -> str:
 
     assert wait_for(leased, timeout=10), "a slowed domain gives a request again"
     return found[0]
+
+
+def test_a_schedule_holds_whole_microseconds_and_reads_an_older_workers_seconds_as_due(make, redis_client):
+    """A domain's time in the schedule is an integer of microseconds (a partition's schedule is a listpack, which
+    Redis scans member by member: an integral score is compared without parsing its text), the time its pace lets
+    it go again; a time an older worker wrote in seconds reads as long past: the domain is asked, and rescheduled."""
+    frontier, _ = make(DOMAIN_LIMITS={"slow.test": "2/s"})
+    fill(frontier, "slow.test", 3)
+    before = redis_client.time()
+    taken, wait = frontier.lease("w", 60, 5)
+    assert domains(taken) == ["slow.test"]
+    score = redis_client.zscore("sp:domains", "slow.test")
+    assert score == int(score), "whole microseconds"
+    at = before[0] + before[1] / 1e6
+    assert at + 0.5 <= score / 1e6 <= at + 0.5 + 1.0, "when its pace (2/s) lets it go again, in microseconds"
+    assert 0.4 < wait <= 0.5
+    # an older worker's score: the time in seconds, half a second ahead
+    now = redis_client.time()
+    redis_client.zadd("sp:domains", {"fast.test": now[0] + 0.5})
+    fill(frontier, "fast.test", 2)
+    taken, _ = frontier.lease("w", 60, 5)
+    assert sorted(domains(taken)) == ["fast.test", "fast.test"], "read as due: leased at once"

@@ -32,7 +32,7 @@ local function wake(ctx, d)
     return
   end
   for _, lane in ipairs(ctx.lanes or {''}) do
-    redis.call('ZADD', lane_schedule(ctx, lane), 'XX', 'LT', now_s, lane == '' and host or host .. '#' .. lane)
+    redis.call('ZADD', lane_schedule(ctx, lane), 'XX', 'LT', now_us, lane == '' and host or host .. '#' .. lane)
   end
 end
 -- one command over many arguments (ZADD's pairs, HSET's fields, a list's pushes, members to remove), in chunks
@@ -61,7 +61,7 @@ local function flush_wakes(ctx)
   for _, lane in ipairs(ctx.lanes or {''}) do
     local args = {}
     for _, host in ipairs(w.hosts) do
-      args[#args + 1] = now_s
+      args[#args + 1] = now_us
       args[#args + 1] = lane == '' and host or host .. '#' .. lane
     end
     call_all('ZADD', lane_schedule(ctx, lane), {'XX', 'LT'}, args)

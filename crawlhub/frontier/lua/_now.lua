@@ -18,3 +18,12 @@ local after_now_s, today_s = '(' .. now_s, string.format('%d', math.floor(now / 
 -- in a small sorted set without formatting a double (Redis 7.0 formats each with "%.17g", several
 -- microseconds per member); a lease lives at most a second longer.
 local function deadline_s(x) return string.format('%d', math.ceil(x)) end
+-- A schedule's score (when a domain may next be asked for a request): whole microseconds. A partition's schedule
+-- (a hundred domains or so) is a listpack, which Redis scans member by member; an integral score is stored
+-- as an integer and compared without parsing its text (a ZADD of two domains to 125: 4.8 us, 14.7 us with
+-- scores of seconds to the microsecond). Exact in a double until 2112.
+local now_us = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
+local function us(x)
+  if x == now then return now_us end
+  return string.format('%d', math.floor(x * 1000000 + 0.5))
+end

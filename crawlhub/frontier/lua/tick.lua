@@ -136,7 +136,7 @@ if n > 0 then
   local lanes = a.lanes or {''}
   local lists, longest = {}, 0
   for l, lane in ipairs(lanes) do
-    lists[l] = redis.call('ZRANGEBYSCORE', lane_schedule(ctx, lane), '-inf', now_s, 'LIMIT', '0', window)
+    lists[l] = redis.call('ZRANGEBYSCORE', lane_schedule(ctx, lane), '-inf', now_us, 'LIMIT', '0', window)
     longest = math.max(longest, #lists[l])
   end
   local ready, ready_sched = lists[1] or {}, {}  -- (one lane: its list as it came)
@@ -204,7 +204,7 @@ if n > 0 then
       if granted >= n and not free then
         -- n are leased; only unlimited domains are leased ahead: this one stays as it is for the next round
       elseif p.ready > now then
-        move(sched, ts(p.ready), d)
+        move(sched, us(p.ready), d)
       else
         local ak = p.sk .. ':active'
         local k, room = (free and n + ahead or n) - granted, nil
@@ -223,7 +223,7 @@ if n > 0 then
         if full_share and k > 0 then
           -- this worker holds its share: the free slots stay for the others, the schedule as it is
         elseif k <= 0 then
-          move(sched, ts(recheck), d)
+          move(sched, us(recheck), d)
         else
           local c, t = 0, p.tat
           while c < k and (p.interval == 0 or t - p.tau <= now) do
@@ -256,9 +256,9 @@ if n > 0 then
           if empty then
             drop(sched, d)
           elseif room ~= nil and room <= #items then
-            move(sched, ts(math.max(p.tat - p.tau, recheck)), d)
+            move(sched, us(math.max(p.tat - p.tau, recheck)), d)
           else
-            move(sched, ts(math.max(p.tat - p.tau, now)), d)
+            move(sched, us(math.max(p.tat - p.tau, now)), d)
           end
         end
       end
@@ -285,7 +285,7 @@ if n > 0 then
   for _, lane in ipairs(ctx.lanes or lanes) do
     local first = redis.call('ZRANGE', lane_schedule(ctx, lane), '0', '0', 'WITHSCORES')
     if #first > 0 then
-      local at = tonumber(first[2])
+      local at = tonumber(first[2]) / 1000000  -- (a schedule is in microseconds)
       if mine[lane] and (wake == nil or at < wake) then wake = at end
       if wake_all == nil or at < wake_all then wake_all = at end
     end
