@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -132,8 +133,10 @@ class FrontierClient:
             raise
         if key is not None:
             self.recent.add(key)  # type: ignore[union-attr]
+        # a forced request that ends no lease gets an id: sent again after a lost reply, it is queued once
+        token = os.urandom(8).hex() if request.dont_filter and not ends else ""
         self.pending_enq.append(EnqueueOp(fingerprint, payload, request.priority, request.dont_filter, ends,
-                                          queue_of(domain_of(request.url), self.lane_for(request))))
+                                          queue_of(domain_of(request.url), self.lane_for(request)), token))
 
     def lane_for(self, request: Request) -> str:
         """The lane this request is queued in (crawlhub.roles): '' unless it needs a rung some workers take."""

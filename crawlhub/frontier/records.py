@@ -32,7 +32,7 @@ def leased_slowed(lease_id: str) -> bool:
 
 # The fields of one enqueue as the tick script reads them (lua/tick.lua), in order: tab-separated in
 # one argument, the payload in the next.
-ENQUEUE_ARGV = ("kind", "key", "extra", "priority", "force", "ends", "domain")
+ENQUEUE_ARGV = ("kind", "key", "extra", "priority", "force", "ends", "token", "domain")
 
 
 class EnqueueOp(NamedTuple):
@@ -44,17 +44,20 @@ class EnqueueOp(NamedTuple):
     force: bool  # dont_filter: queued even when seen before (recorded as seen too)
     ends_lease: str  # the lease this request replaces (a redirect, the browser fallback), or ""
     domain: str
+    # a forced request's id (dont_filter, no lease to end; made once, kept when the request is sent again): a call
+    # whose reply was lost (Redis stopped as it answered) and that the worker sends again queues it once
+    token: str = ""
 
     def to_lua(self, spec: list[Any]) -> dict[str, Any]:
         return {"spec": spec, "payload": text(self.payload), "priority": int(self.priority),
-                "force": bool(self.force), "ends": self.ends_lease, "domain": self.domain}
+                "force": bool(self.force), "ends": self.ends_lease, "token": self.token, "domain": self.domain}
 
     def to_argv(self, spec: list[Any]) -> list[Any]:
         """The tick script's two arguments for this request: the :data:`ENQUEUE_ARGV` fields joined by
         tabs (the filter's spec as kind, key and extra), then the payload. No JSON to decode per link."""
         extra = spec[2] if len(spec) == 3 and spec[0] != "b" else ",".join(str(x) for x in spec[2:])
         fields = (spec[0], spec[1], extra, int(self.priority), "1" if self.force else "", self.ends_lease,
-                  self.domain)
+                  self.token, self.domain)
         return ["\t".join(str(f) for f in fields), self.payload]
 
 

@@ -374,3 +374,43 @@ def test_a_pages_next_visit_is_handed_to_the_store_before_its_lease_can_end(redi
     frontier.ends.finish(covered)  # the flush wrote items and news
     frontier.flush()
     assert redis_client.zcard("visits:inflight") == 0 and len(observed) == 2, "ended once, news not sent twice"
+
+
+@pytest.mark.parametrize("partitions", [1, 4])
+def test_a_forced_request_in_a_call_whose_reply_was_lost_is_queued_once(redis_url, redis_client, partitions):
+    """Redis ran a round and its reply was lost (it stopped as it answered): the worker keeps what it sent and sends it
+    again. A link the filter has seen is dropped the second time, but a forced one (dont_filter: a seed sent again,
+    a page asked for anew) passes the filter by design, and was queued twice: a second fetch. Its id, made when it was
+    queued in the worker, tells the second send. Sent twice more (the second reply lost too): still once. The same URL
+    forced again later is a new request, queued again."""
+    import redis
+    from scrapy import Request
+
+    settings = Settings(project_settings(REDIS_URL=redis_url, DOMAIN_RATE=0, DOMAIN_CONCURRENCY=0,
+                                         FRONTIER_PARTITIONS=partitions, FRONTIER_LINK_HOLD=0))
+    frontier, _ = client_with(settings, "lost", [])
+    for n in range(3):
+        frontier.enqueue(Request(f"https://a{n}.test/seed", dont_filter=True), hashlib.sha1(b"seed%d" % n).hexdigest())
+    frontier.enqueue(Request("https://a0.test/page"), hashlib.sha1(b"page").hexdigest())
+    real = frontier.ops.tick
+    lost = {"left": 2}
+
+    def reply_lost(*args, **kwargs):
+        out = real(*args, **kwargs)  # Redis ran it ...
+        if lost["left"]:
+            lost["left"] -= 1
+            raise redis.ConnectionError("Connection closed by server.")  # ... and its reply never came
+        return out
+
+    frontier.ops.tick = reply_lost
+    assert frontier.flush() is None and len(frontier.pending_enq) == 4, "kept, to be sent again"
+    assert frontier.flush() is None and len(frontier.pending_enq) == 4, "its second reply lost too"
+    frontier.flush()
+    assert not frontier.pending_enq
+    assert frontier.ops.counts()["queued"] == 4, "each request once"
+    frontier.enqueue(Request("https://a1.test/seed", dont_filter=True), hashlib.sha1(b"seed1").hexdigest())
+    frontier.flush()
+    assert frontier.ops.counts()["queued"] == 5, "forced again later: a new request, queued again"
+    urls = sorted(json.loads(t.payload)["url"] for t in frontier.ops.tick(n=10, worker="w1").tick.taken)
+    assert urls == ["https://a0.test/page", "https://a0.test/seed", "https://a1.test/seed", "https://a1.test/seed",
+                    "https://a2.test/seed"]

@@ -129,7 +129,7 @@ def test_a_dead_letter_round_trips_with_its_fields_in_order():
 def test_records_cross_into_lua_with_named_fields():
     op = EnqueueOp("ab" * 20, b'{"url": "http://a.test/"}', 2, True, "", "a.test")
     assert op.to_lua(["s", "k", "1"]) == {"spec": ["s", "k", "1"], "payload": '{"url": "http://a.test/"}',
-                                          "priority": 2, "force": True, "ends": "", "domain": "a.test"}
+                                          "priority": 2, "force": True, "ends": "", "token": "", "domain": "a.test"}
     assert Finish("a.test", "1@a.test", "slow", 3.0).to_lua() == {
         "domain": "a.test", "lease": "1@a.test", "outcome": "slow", "retry_after": 3.0}
     tick = scripts.source("tick")
@@ -140,7 +140,8 @@ def test_records_cross_into_lua_with_named_fields():
     assert f"local {', '.join(ENQUEUE_ARGV)} =" in tick
     fields, payload = op.to_argv(["s", "k", "1"])
     assert dict(zip(ENQUEUE_ARGV, fields.split("\t"), strict=True)) == {
-        "kind": "s", "key": "k", "extra": "1", "priority": "2", "force": "1", "ends": "", "domain": "a.test"}
+        "kind": "s", "key": "k", "extra": "1", "priority": "2", "force": "1", "ends": "", "token": "",
+        "domain": "a.test"}
     assert payload == b'{"url": "http://a.test/"}'
     bloom = dict(zip(ENQUEUE_ARGV, op.to_argv(["b", "bits", 1000, 3, 7])[0].split("\t"), strict=True))
     assert (bloom["kind"], bloom["key"], bloom["extra"]) == ("b", "bits", "1000,3,7")

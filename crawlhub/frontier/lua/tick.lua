@@ -3,7 +3,7 @@
 -- requests it takes, in one call. KEYS: the partition's key names (_ctx.lua; KEYS[1] its anchor);
 -- ARGV[2..] the enqueues, 2 arguments each (crawlhub.frontier.records.EnqueueOp.to_argv:
 -- the filter's spec (kind, key, extra), priority, force ('1' or ''), ends (lease id or ''),
--- domain, tab-separated; then the payload); ARGV[1] is JSON
+-- token (a forced request's id, or ''), domain, tab-separated; then the payload); ARGV[1] is JSON
 --   {ctx: {spider, factor_max, recovery, lanes} (the rest of ctx, the key names, from KEYS: _ctx.lua),
 --    fin: [{domain, lease ('' = none), outcome, retry_after}, ...],
 --   (crawlhub.frontier.records: EnqueueOp, Finish)
@@ -32,14 +32,19 @@ ctx.freed = {}
 -- before anything returns or reads a schedule
 ctx.wakes = {hosts = {}, seen = {}}
 local added, fresh, sized = 0, 0, {}
+-- the forced requests' ids (token): those of this worker's last call that had any are kept (<queue>:~forced:<worker>:
+-- under the queue's prefix, so that a reset deletes it; '~' is in no domain name),
+-- so that the same call sent again after its reply was lost (Redis stopped as it answered) queues none of them twice.
+-- The filter drops an unforced link sent again, and the lease check a replacement; a forced one has neither.
+local forced_key, forced_last, forced_now = ctx.prefix .. ':~forced:' .. tostring(a.worker or ''), nil, {}
 -- the enqueues: 2 arguments each after ARGV[1]: the link's fields, tab-separated, in the order of
 -- crawlhub.frontier.records.ENQUEUE_ARGV (kind, key, extra, priority, force, ends, domain), then
 -- its payload. No JSON and no table per link: most links are duplicates, and decoding them or
 -- making a Lua table for each costs more than their SADD; one argument for the fields, as many
 -- arguments cost Redis to read.
 for i = 2, #ARGV, 2 do
-  local kind, key, extra, priority, force, ends, domain =
-    string.match(ARGV[i], '^(%a)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t(.*)$')
+  local kind, key, extra, priority, force, ends, token, domain =
+    string.match(ARGV[i], '^(%a)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t(.*)$')
   -- a request that replaces a lease (a redirect, the browser fallback, another proxy) is the same page: first
   -- out of its queue, like a lease given back, and only while that lease is there to end. Gone, its page is
   -- queued already: by this very call, run before with its reply lost (Redis stopped as it answered, and the
@@ -58,6 +63,14 @@ for i = 2, #ARGV, 2 do
       end
     end
   end
+  if token ~= '' then
+    if forced_last == nil then
+      forced_last = {}
+      for t in string.gmatch(redis.call('GET', forced_key) or '', '[^,]+') do forced_last[t] = true end
+    end
+    forced_now[#forced_now + 1] = token
+    if forced_last[token] then gone = true end  -- queued by this call's first run
+  end
   if not gone then
     local new = seen_first(kind, key, extra, sized)
     if new then fresh = fresh + 1 end
@@ -68,6 +81,7 @@ for i = 2, #ARGV, 2 do
   end
 end
 if fresh > 0 then redis.call('INCRBY', ctx.seen, fresh) end
+if #forced_now > 0 then redis.call('SET', forced_key, table.concat(forced_now, ','), 'EX', '86400') end
 for _, f in ipairs(a.fin or {}) do finish(ctx, f.domain, f.lease, f.outcome, f.retry_after) end
 flush_batch(ctx)
 -- acks, a few commands per domain instead of four per lease
