@@ -690,3 +690,19 @@ def test_a_busy_round_asks_one_partition_per_16_requests_and_one_after_a_short_r
     parts.tick([op(f"more{i}", d) for i in range(5) for d in DOMAINS])
     again = parts.tick(n=8, worker="w").tick
     assert len(partitions_of(again.taken)) == 4
+
+
+@pytest.mark.parametrize("partitions", [1, 4])
+def test_the_forced_requests_ids_a_call_keeps_go_with_a_reset(redis_client, partitions):
+    """The ids of a worker's last forced requests (<queue>:~forced:<worker>: a call sent again after a lost reply
+    queues them once) are crawl state like the queue: a reset deletes them with it, and a request forced after the
+    reset, whatever its id, is queued."""
+    parts = partitioned(redis_client, partitions=partitions)
+    forced = [op(f"seed{i}", d, force=True)._replace(token=f"t{i}") for i, d in enumerate(DOMAINS[:3])]
+    assert parts.tick(forced, worker="w").tick.added == 3
+    assert parts.tick(forced, worker="w").tick.added == 0, "the same call again: queued once"
+    assert redis_client.keys("*~forced*"), "kept in Redis"
+    assert control.reset(redis_client, parts.keys) > 0
+    assert redis_client.keys("*sp*") == [], redis_client.keys("*sp*")
+    claim_layout(redis_client, parts.keys)
+    assert parts.tick(forced, worker="w").tick.added == 3, "after the reset: queued again"
