@@ -32,13 +32,13 @@ ctx.freed = {}
 -- before anything returns or reads a schedule
 ctx.wakes = {hosts = {}, seen = {}}
 local added, fresh, sized = 0, 0, {}
--- the forced requests' ids (token): those of this worker's last call that had any are kept (<queue>:~forced:<worker>:
--- under the queue's prefix, so that a reset deletes it; '~' is in no domain name),
--- so that the same call sent again after its reply was lost (Redis stopped as it answered) queues none of them twice.
--- The filter drops an unforced link sent again, and the lease check a replacement; a forced one has neither.
-local forced_key, forced_last, forced_now = ctx.prefix .. ':~forced:' .. tostring(a.worker or ''), nil, {}
+-- the forced requests' ids (token): those of this worker's last call that had any are kept, so that the same call
+-- sent again after its reply was lost (Redis stopped as it answered) queues none of them twice. The filter drops an
+-- unforced link sent again, and the lease check a replacement; a forced one has neither. (<queue>:~forced:<worker>:
+-- under the queue's prefix, so that a reset deletes it; no domain name has a '~'.)
+local forced_key, forced_last, forced_now = nil, nil, {}  -- (read and named at the first forced request)
 -- the enqueues: 2 arguments each after ARGV[1]: the link's fields, tab-separated, in the order of
--- crawlhub.frontier.records.ENQUEUE_ARGV (kind, key, extra, priority, force, ends, domain), then
+-- crawlhub.frontier.records.ENQUEUE_ARGV (kind, key, extra, priority, force, ends, token, domain), then
 -- its payload. No JSON and no table per link: most links are duplicates, and decoding them or
 -- making a Lua table for each costs more than their SADD; one argument for the fields, as many
 -- arguments cost Redis to read.
@@ -65,7 +65,7 @@ for i = 2, #ARGV, 2 do
   end
   if token ~= '' then
     if forced_last == nil then
-      forced_last = {}
+      forced_key, forced_last = ctx.prefix .. ':~forced:' .. tostring(a.worker or ''), {}
       for t in string.gmatch(redis.call('GET', forced_key) or '', '[^,]+') do forced_last[t] = true end
     end
     forced_now[#forced_now + 1] = token
