@@ -89,11 +89,14 @@ FRONTIER_LOCAL_FILTER_SIZE = 100000
 # duplicate-filter entries; each partition is one Redis Cluster slot ({<spider>:<p>}). 1 on a
 # plain Redis is the classic layout; fixed for the life of a frontier (`crawlhub reset` to change).
 FRONTIER_PARTITIONS = 1
-# Ready partitions one round leases from (a worker spreads its batch over them); while its rounds get
-# all they ask for, one per FRONTIER_LEASES_PER_PARTITION requests the round asks for, at most this many
-# (each partition's call costs its master a few hundred microseconds beside its leases; 1 = always this many).
+# Ready partitions one round leases from, at most (a worker spreads its batch over them while its rounds
+# get less than they ask for). While they get all they ask for, a round asks fewer: each partition's call
+# costs its master a few hundred microseconds beside its leases. FRONTIER_LEASES_PER_PARTITION says how:
+# 0 = each partition for what it had ready the last time this worker asked it, as few as that takes (one
+# asked for all the round still wants); N > 1 = one partition per N requests the round asks for; 1 = always
+# FRONTIER_PARTITIONS_PER_LEASE of them.
 FRONTIER_PARTITIONS_PER_LEASE = 4
-FRONTIER_LEASES_PER_PARTITION = 16
+FRONTIER_LEASES_PER_PARTITION = 0
 # Seconds before a partition hinted empty is probed again anyway (<spider>:ready says which partitions
 # have work, and every write that adds work marks its partition at once: this is the safety net for a
 # mark lost with a worker killed between its links and its mark).

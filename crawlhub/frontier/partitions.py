@@ -199,11 +199,14 @@ class Partitions:
         self._held_ack: list[str] = []
         self._held_since = 0.0
         self._busy = False  # the last lease round got all it asked for (else: hold nothing)
+        # partition -> the requests it had ready for this worker's last call that leased from it (absent: more than it
+        # was asked, or never asked): a guess corrected by each call that leases from it (_asks)
+        self._gave: dict[int, int] = {}
         self._drain = False  # a closing worker: every round sends all
         self._epoch: str | None = None  # the epoch the last lease round read
         self._holding: str | None = None  # this round's budget reservation (a member of budget_held)
         self.replica_wait, self.replica_wait_ms = replica_wait, replica_wait_ms
-        self.per_lease, self.per_call, self.recheck = max(1, per_lease), max(1, per_call), recheck
+        self.per_lease, self.per_call, self.recheck = max(1, per_lease), max(0, per_call), recheck
         # on a Redis Cluster a busy round still picks its partitions at random: a worker keeping to the partitions
         # it calls anyway saves calls, but a few workers would then load the masters of their few partitions only
         self.spread = isinstance(server, RedisCluster)
@@ -232,7 +235,7 @@ class Partitions:
             filters=make_filters(server, settings, keys),
             factor_max=politeness.factor_max, recovery=politeness.recovery,
             per_lease=settings.getint("FRONTIER_PARTITIONS_PER_LEASE", 4),
-            per_call=settings.getint("FRONTIER_LEASES_PER_PARTITION", 16),
+            per_call=settings.getint("FRONTIER_LEASES_PER_PARTITION", 0),
             recheck=settings.getfloat("FRONTIER_PARTITION_RECHECK", 1.0),
             replica_wait=settings.getint("FRONTIER_REPLICA_WAIT", 0),
             replica_wait_ms=settings.getint("FRONTIER_REPLICA_WAIT_TIMEOUT", 100),
@@ -358,19 +361,15 @@ class Partitions:
                 logger.warning("The frontier's epoch moved: %d links and %d acks held for later rounds dropped",
                                len(prior_enq), len(prior_ack))
                 links, prior_enq, prior_ack = self._by_partition(enqueues), [], []
+            if epoch != self._epoch:
+                self._gave.clear()  # (what partitions had ready: of the crawl before a reset)
             self._epoch = epoch
-            # while rounds get all they ask (busy), one partition per per_call requests asked (each call costs its
-            # master a few hundred microseconds beside its leases); short of work, per_lease of them
-            asked = min(self.per_lease, math.ceil(reserved / self.per_call)) if self._busy else self.per_lease
             if self._busy and not self.spread:
                 # one server: the partitions the round calls anyway (finished downloads) first, then those with links
                 ready.sort(key=lambda p: (p in self.not_mine, p not in rounds, p not in links))
-            chosen = ready[:max(1, asked)] if reserved else []  # (none: a budget's rest is reserved by others)
-            share = math.ceil(reserved / len(chosen)) if chosen else 0
-            left = reserved
-            for p in chosen:
-                rounds.setdefault(p, _Round()).n = min(share, left)
-                left -= min(share, left)
+            for p, ask in self._asks(ready, reserved).items():  # (none: a budget's rest is reserved by others)
+                rounds.setdefault(p, _Round()).n = ask
+                chosen.append(p)
             # leased ahead (no budget counted: a budget's reservation is exact), shared as n is
             ahead_share = math.ceil(ahead / len(chosen)) if chosen and not counted else 0
         wait_more = self._holds(links, set(rounds), n, status, chosen, ttl)
@@ -437,6 +436,11 @@ class Partitions:
                 merged.waiting = True  # seen in a partition it asked (else: it cannot tell)
             if r.n and not got.taken and got.wait is None and got.any_wait is not None:
                 self.not_mine[p] = now + self.recheck  # work there, none of it in this worker's lanes
+            if r.n:  # what it gave, against what it was asked: what the next busy round asks of it (_asks)
+                if len(got.taken) >= r.n and got.wait == 0:
+                    self._gave.pop(p, None)  # all it was asked, and more is ready there
+                else:  # all it had ready (at least 1: a partition that gave none, ready again by its hint, is asked)
+                    self._gave[p] = max(1, len(got.taken))
             if r.n:  # what the tick saw: ready then, or empty (asked again after a jittered recheck)
                 # (any lane's: a worker never hints "empty" over work of a lane it does not take)
                 seen = hint_ms(now + got.any_wait) if got.any_wait is not None else self._empty_hint(now)
@@ -460,6 +464,32 @@ class Partitions:
         if n > 0:
             self._busy = status == "ok" and len(merged.taken) >= n
         return result
+
+    def _asks(self, ready: list[int], reserved: int) -> dict[int, int]:
+        """The partitions a lease round asks, in ``ready``'s order, and what it asks of each. Each call costs its master
+        a few hundred microseconds beside its leases, so while rounds get all they ask (busy) a round asks few:
+        with per_call 0, each partition for what it had ready last time, until one is asked for all the round still
+        wants (one that had more than it was asked, or never asked, or the last), per_lease partitions at most; with
+        per_call N > 1, one partition per N requests. Short of work (or with per_call 1), per_lease partitions share
+        the round's requests. (``_gave``: this worker's guess, corrected by each call that leases from the
+        partition.)"""
+        if not reserved or not ready:
+            return {}
+        if self._busy and self.per_call == 0:
+            asks: dict[int, int] = {}
+            left = reserved
+            for i, p in enumerate(ready[:self.per_lease]):
+                gave = self._gave.get(p)
+                if gave is None or gave >= left or i == min(self.per_lease, len(ready)) - 1:
+                    asks[p] = left
+                    break
+                asks[p] = gave
+                left -= gave
+            return asks
+        wanted = min(self.per_lease, math.ceil(reserved / self.per_call)) if self._busy else self.per_lease
+        chosen = ready[:max(1, wanted)]
+        share = math.ceil(reserved / len(chosen))
+        return {p: min(share, reserved - share * i) for i, p in enumerate(chosen) if reserved > share * i}
 
     def _lease_elsewhere(self, ops: list[EnqueueOp]) -> tuple[list[EnqueueOp], list[str]]:
         """A request that replaces a lease of another partition (a redirect to a domain there) cannot end that lease

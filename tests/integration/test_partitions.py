@@ -692,6 +692,50 @@ def test_a_busy_round_asks_one_partition_per_16_requests_and_one_after_a_short_r
     assert len(partitions_of(again.taken)) == 4
 
 
+def test_a_busy_round_asks_each_partition_for_what_it_had_ready_and_one_for_the_rest(redis_client):
+    """FRONTIER_LEASES_PER_PARTITION=0 (the default): while rounds get all they ask, a round asks a partition that had
+    more than it was asked (or was never asked) for all the round wants, and one that had less for what it had, the
+    rest from the next: as few calls as the work takes. Short of work, the round spreads again."""
+    parts = partitioned(redis_client, partitions=4, per_call=0)
+    plan = parts._asks  # noqa: SLF001 - the plan alone, from given guesses
+    parts._busy = True  # noqa: SLF001
+    assert plan([2, 0, 1, 3], 32) == {2: 32}, "never asked: asked for all"
+    parts._gave = {2: 5, 0: 10}  # noqa: SLF001
+    assert plan([2, 0, 1, 3], 32) == {2: 5, 0: 10, 1: 17}
+    parts._gave = {2: 5, 0: 10, 1: 4, 3: 3}  # noqa: SLF001
+    assert plan([2, 0, 1, 3], 32) == {2: 5, 0: 10, 1: 4, 3: 13}, "at most 4 partitions: the last asked for the rest"
+    assert plan([2, 0], 32) == {2: 5, 0: 27}
+    parts._gave = {2: 40}  # noqa: SLF001
+    assert plan([2, 0, 1, 3], 32) == {2: 32}
+    parts._busy = False  # noqa: SLF001
+    assert plan([2, 0, 1, 3], 32) == {2: 8, 0: 8, 1: 8, 3: 8}, "short of work: spread"
+    assert plan([2, 0, 1, 3], 2) == {2: 1, 0: 1}
+
+
+def test_a_partition_is_asked_for_what_it_had_ready_the_last_time(redis_client, monkeypatch):
+    import crawlhub.frontier.partitions as module
+
+    monkeypatch.setattr(module.random, "shuffle", lambda ready: ready.sort())  # ready partitions in their order
+    parts = partitioned(redis_client, partitions=4, per_call=0)
+    a, b = next((x, y) for x in DOMAINS for y in DOMAINS
+                if parts.keys.partition_of(x) < parts.keys.partition_of(y))
+
+    def taken_from(tick) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for t in tick.taken:
+            counts[lease_domain(t.lease_id)] = counts.get(lease_domain(t.lease_id), 0) + 1
+        return counts
+
+    parts.tick([op(f"{d}{i}", d) for i in range(40) for d in (a, b)])
+    assert taken_from(parts.tick(n=8, worker="w").tick) == {a: 4, b: 4}, "no round yet got all it asked: spread"
+    assert taken_from(parts.tick(n=16, worker="w").tick) == {a: 16}, "busy, a had more: one call"
+    assert taken_from(parts.tick(n=32, worker="w").tick) == {a: 20}, "a had 20: the round is short"
+    assert taken_from(parts.tick(n=8, worker="w").tick) == {b: 8}, "short of work: spread (a is empty)"
+    parts.tick([op(f"more{i}", a) for i in range(20)])
+    assert taken_from(parts.tick(n=32, worker="w").tick) == {a: 20, b: 12}, "a asked for the 20 it had, b for the rest"
+    assert taken_from(parts.tick(n=16, worker="w").tick) == {b: 16}, "b had more than its 12: asked for all"
+
+
 @pytest.mark.parametrize("partitions", [1, 4])
 def test_the_forced_requests_ids_a_call_keeps_go_with_a_reset(redis_client, partitions):
     """The ids of a worker's last forced requests (<queue>:~forced:<worker>: a call sent again after a lost reply
