@@ -436,12 +436,13 @@ class Partitions:
                 merged.waiting = True  # seen in a partition it asked (else: it cannot tell)
             if r.n and not got.taken and got.wait is None and got.any_wait is not None:
                 self.not_mine[p] = now + self.recheck  # work there, none of it in this worker's lanes
-            if r.n:  # what it gave, against what it was asked: what the next busy round asks of it (_asks)
+            if r.n:
+                # what it gave, against what it was asked: what the next busy round asks of it (_asks)
                 if len(got.taken) >= r.n and got.wait == 0:
                     self._gave.pop(p, None)  # all it was asked, and more is ready there
                 else:  # all it had ready (at least 1: a partition that gave none, ready again by its hint, is asked)
                     self._gave[p] = max(1, len(got.taken))
-            if r.n:  # what the tick saw: ready then, or empty (asked again after a jittered recheck)
+                # what the tick saw: ready then, or empty (asked again after a jittered recheck)
                 # (any lane's: a worker never hints "empty" over work of a lane it does not take)
                 seen = hint_ms(now + got.any_wait) if got.any_wait is not None else self._empty_hint(now)
                 # (read as ready, and ready still, with no links of this round there: the hint says so already, and
