@@ -272,7 +272,7 @@ class CrawlhubSpider(SitemapMixin, Spider):
         a dead worker's leases not yet reclaimed, another worker's leases before its next heartbeat, links of a
         worker killed before it marked their partition), asked at most every IDLE_RECOUNT seconds and once per
         idle period when it found nothing, so that a waiting worker does not read every partition at each idle
-        check (the engine asks at each heartbeat and wake-up; at 48 partitions one look is 144 commands).
+        check (the engine asks at each heartbeat and wake-up; one look is an EXISTS a partition, one on a plain Redis).
         ``last_look``: the worker's wait is over, and it closes unless this finds work: every partition is asked
         again, whatever the period's count said (another worker's leases of the moment before keep it)."""
         if frontier.pending() or frontier.leases_elsewhere:

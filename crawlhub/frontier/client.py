@@ -18,7 +18,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
 import redis
@@ -36,6 +36,7 @@ from crawlhub.frontier.ends import HeldEnd, LeaseEnds
 from crawlhub.frontier.epoch import EpochWatch
 from crawlhub.frontier.keys import Keys
 from crawlhub.frontier.leasebook import Lease, LeaseBook
+from crawlhub.frontier.operations import COUNTS
 from crawlhub.frontier.partitions import Partitions, claim_layout
 from crawlhub.frontier.policy import RetryPolicy
 from crawlhub.frontier.politeness import Politeness, read_limits
@@ -272,11 +273,11 @@ class FrontierClient:
         return self.ops.pending()
 
     def left(self) -> bool:
-        """Anything queued, waiting to retry or in flight, in the whole cluster (three commands per partition)."""
+        """Anything queued, waiting to retry or in flight, in the whole cluster (one EXISTS a partition at most)."""
         return self.ops.left()
 
-    def counts(self) -> dict[str, int]:
-        return self.ops.counts()
+    def counts(self, fields: Collection[str] = COUNTS) -> dict[str, int]:
+        return self.ops.counts(fields)
 
     def count(self, field: str, n: int = 1) -> None:
         """Add ``n`` to ``field`` of ``<spider>:stats`` (sent with the next upkeep)."""

@@ -45,7 +45,7 @@ import math
 import os
 import random
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -56,7 +56,7 @@ from scrapy.settings import BaseSettings
 from crawlhub.connection import REDIS_ERRORS
 from crawlhub.frontier.dupefilter import Filter, make_filters
 from crawlhub.frontier.keys import Keys
-from crawlhub.frontier.operations import FrontierOps, expired_leases, partition_counts, queued_per_domain
+from crawlhub.frontier.operations import COUNTS, FrontierOps, expired_leases, partition_counts, queued_per_domain
 from crawlhub.frontier.records import DeadLetter, EnqueueOp, ExpiredLease, Finish, Tick, lease_domain, text
 from crawlhub.frontier.scripts import Script, source
 from crawlhub.roles import split_queue
@@ -221,6 +221,7 @@ class Partitions:
         self.not_mine: dict[int, float] = {}
         self._hint = Script(server, source("hint"))
         self._probe = Script(server, source("probe"))
+        self._round_reads = Script(server, source("round"))
 
     def set_lanes(self, lanes: Sequence[str]) -> None:
         """The lanes this worker leases from from now on (crawlhub.roles: they change as workers come and go)."""
@@ -566,22 +567,32 @@ class Partitions:
         """Pause, budget, the ready partitions and the frontier's epoch: (status, requests to lease, whether under a
         budget (reserved: :meth:`_reserve`), partitions, wait if none is ready, epoch ("" = gone),
         the hints read: partition -> score, the partitions with no hint). ``linked``: the partitions this round
-        queues links in, ready too (their tick queues the links before it leases). One pipeline, whatever the
-        number of partitions (and one more read when some have no hint)."""
+        queues links in, ready too (their tick queues the links before it leases). One call, whatever the number of
+        partitions (and one more read when some have no hint): a script where one node holds these keys, else a
+        pipeline."""
         k = self.keys
         now = time.time()
-        pipe = self.server.pipeline(transaction=False)
-        pipe.get(k.epoch)
-        pipe.exists(k.paused)
-        pipe.get(k.budget)
-        pipe.get(k.budget_used)
         now_ms = hint_ms(now)
-        pipe.zrangebyscore(k.ready, "-inf", now_ms, start=0, num=max(64, self.per_lease * 4), withscores=True)
-        # partitions found empty whose recheck is due (the safety net): probed with this round, not leased from
-        pipe.zrangebyscore(k.ready, EMPTY, EMPTY + now_ms, start=0, num=self.per_lease, withscores=True)
-        pipe.zrange(k.ready, 0, 0, withscores=True)
-        pipe.zcard(k.ready)
-        epoch_raw, paused, stored, used_before, ready_raw, due_raw, first, hinted = pipe.execute()
+        # the hints ready, then those "empty" whose recheck is due (the safety net: probed with this round, not
+        # leased from), the first hint, how many there are
+        reads = max(64, self.per_lease * 4), self.per_lease
+        if k.grouped or not self.spread:  # one node holds them all: one script call (lua/round.lua)
+            epoch_raw, paused, stored, used_before, *hints, hinted = self._round_reads(
+                keys=[k.epoch, k.paused, k.budget, k.budget_used, k.ready],
+                args=[now_ms, EMPTY, EMPTY + now_ms, *reads])
+            ready_raw, due_raw, first = ([(m, float(v)) for m, v in zip(flat[::2], flat[1::2], strict=True)]
+                                         for flat in hints)
+        else:
+            pipe = self.server.pipeline(transaction=False)
+            pipe.get(k.epoch)
+            pipe.exists(k.paused)
+            pipe.get(k.budget)
+            pipe.get(k.budget_used)
+            pipe.zrangebyscore(k.ready, "-inf", now_ms, start=0, num=reads[0], withscores=True)
+            pipe.zrangebyscore(k.ready, EMPTY, EMPTY + now_ms, start=0, num=reads[1], withscores=True)
+            pipe.zrange(k.ready, 0, 0, withscores=True)
+            pipe.zcard(k.ready)
+            epoch_raw, paused, stored, used_before, ready_raw, due_raw, first, hinted = pipe.execute()
         epoch = text(epoch_raw) if epoch_raw is not None else ""
         if paused:
             return "paused", 0, False, [], None, epoch, {}, []
@@ -756,7 +767,7 @@ class Partitions:
 
     # -- what is there (reads over every partition) -------------------------------------------------------
     def pending(self) -> bool:
-        """Anything queued or waiting to retry: in one partition two ZCARDs; partitioned, one command on the
+        """Anything queued or waiting to retry: in one partition one EXISTS; partitioned, one command on the
         hints, whatever the number of partitions: a partition hinted as having work. (Every write that adds
         work marks its partition. A partition found empty whose recheck is due, or one whose hint was lost,
         is asked by a round that runs anyway, the engine's 5-second heartbeat at the least: never a reason
@@ -766,20 +777,27 @@ class Partitions:
         return bool(self.server.zcount(self.keys.ready, "-inf", f"({EMPTY}"))
 
     def left(self) -> bool:
-        """Anything queued, waiting to retry or in flight in any partition, the hints aside: three ZCARDs per
-        partition in one pipeline (a domain in a partition's schedule has requests queued). What an idle worker
-        asks once before it may close (a dead worker's leases, links whose mark was lost)."""
+        """Anything queued, waiting to retry or in flight in any partition, the hints aside: does any partition's
+        schedule, retries or in-flight set exist (Redis deletes a sorted set that empties; a domain in a schedule has
+        requests queued). One EXISTS a partition (its keys share its slot), one in all on a plain Redis: at 48
+        partitions one command, or 48 on a cluster, where a ZCARD a key was 240. What an idle worker asks before it
+        may close (a dead worker's leases, links whose mark was lost)."""
+        groups = [[*ops.schedules(), ops.keys.delayed, ops.keys.inflight] for ops in self.ops]
+        if not self.spread:
+            return bool(self.server.exists(*(key for keys in groups for key in keys)))
         pipe = self.server.pipeline(transaction=False)
-        for ops in self.ops:
-            for key in (*ops.schedules(), ops.keys.delayed, ops.keys.inflight):
-                pipe.zcard(key)
+        for keys in groups:
+            pipe.exists(*keys)
         return any(pipe.execute())
 
     def queued(self) -> dict[str, int]:
         return queued_per_domain(self.server, self.keys)
 
-    def counts(self) -> dict[str, int]:
-        counts = partition_counts(self.server, self.keys.parts)
+    def counts(self, fields: Collection[str] = COUNTS) -> dict[str, int]:
+        """The seeds waiting, and the partitions' counts summed (``fields``: only those, and no seeds)."""
+        counts = partition_counts(self.server, self.keys.parts, fields)
+        if fields != COUNTS:
+            return counts
         try:
             seeds = count_seeds(self.server, self.keys.seeds)
         except WrongSeedKey:  # the spider says so when it reads seeds; none can be read from it

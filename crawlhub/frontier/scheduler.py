@@ -159,7 +159,10 @@ class RedisScheduler(BaseScheduler):
         url, cluster = redis_location(settings)  # a cluster worker must not start an embedded Redis to say where
         logger.info("Shared frontier on %s; seed it with: %s", redis_shown(settings, url, cluster),
                     services.seed_command(url, self.frontier.keys.seeds, cluster=cluster))
-        counts = self.frontier.counts() if not self.frontier.fresh else {}  # (every partition: 5 commands each)
+        counts: dict[str, int] = {}
+        if not self.frontier.fresh:  # a crawl in progress counted, else the URLs seen (a command a partition each)
+            joining = self.frontier.left()
+            counts = self.frontier.counts(("queued", "inflight", "delayed") if joining else ("seen",))
         if counts.get("queued") or counts.get("inflight") or counts.get("delayed"):
             logger.info("Joining a crawl in progress: %(queued)d queued, %(inflight)d in flight, %(delayed)d waiting to retry",
                         counts, extra={"spider": spider})

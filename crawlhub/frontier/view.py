@@ -15,12 +15,14 @@ paths (crawlhub.intent, crawlhub.signals) and read the shared state through:
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Protocol
 
 import redis
 from scrapy.crawler import Crawler
 
 from crawlhub.frontier.client import FrontierClient
+from crawlhub.frontier.operations import COUNTS
 
 if TYPE_CHECKING:
     from crawlhub.frontier.keys import Keys
@@ -63,7 +65,9 @@ class FrontierView(Protocol):
     def left(self) -> bool:
         """Anything queued, waiting to retry or in flight in the cluster, asked of every partition."""
 
-    def counts(self) -> dict[str, int]: ...
+    def counts(self, fields: Collection[str] = COUNTS) -> dict[str, int]:
+        """Seeds waiting, queued, delayed, in flight, dead letters, URLs seen (``fields``: only those: a command
+        a partition each)."""
 
     def count(self, field: str, n: int = 1) -> None:
         """Add ``n`` to ``field`` of ``<spider>:stats`` (the cluster's counters)."""

@@ -278,6 +278,47 @@ def test_completion_waits_for_every_partition(redis_client):
     assert parts.pending(), "a retry waiting in its partition is pending work"
 
 
+def sent_by(redis_client, call) -> tuple[object, dict[str, int]]:
+    """``call()``'s result, and the commands it sent (INFO commandstats: name -> calls)."""
+    redis_client.config_resetstat()
+    result = call()
+    stats = redis_client.info("commandstats")
+    return result, {name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in stats.items()
+                    if not name.startswith(("cmdstat_config", "cmdstat_info"))}
+
+
+@pytest.mark.parametrize("partitions", [1, 6])
+def test_what_is_left_is_one_exists_on_a_plain_redis_and_sees_queued_in_flight_retries_and_every_lane(
+        redis_client, partitions):
+    """What an idle worker asks before it may close (left: no hint read, so that a dead worker's leases or links
+    whose mark was lost keep it) sees work queued, in flight, waiting to retry or queued in a lane only, in any
+    partition. On a plain Redis it is one EXISTS over every partition's keys: a ZCARD a key before (#30: 240
+    commands at 48 partitions, a worker's start and idle checks most of a short crawl's commands). The start's
+    message reads only what it says: the URLs seen, a GET a partition."""
+    parts = partitioned(redis_client, partitions=partitions)
+    last = DOMAINS[-1]
+
+    def left() -> bool:
+        found, sent = sent_by(redis_client, parts.left)
+        assert sent == {"exists": 1}, sent
+        return bool(found)
+
+    assert not left(), "a new frontier: nothing left"
+    parts.tick([op("only", last)])
+    assert left(), "a request queued"
+    lease = parts.tick(n=1, worker="w").tick.taken[0].lease_id
+    assert left() and parts.counts()["queued"] == 0, "a request in flight only"
+    assert parts.delay(lease, b'{"url": "http://x/"}', 30)
+    assert left() and parts.counts(("delayed", "inflight")) == {"delayed": 1, "inflight": 0}, "a retry waiting only"
+    control.reset(redis_client, parts.keys)
+    assert not left(), "reset: nothing left"
+    parts.tick([op("rendered", f"{DOMAINS[0]}#browser")])
+    assert redis_client.exists(f"{parts.ops[parts.keys.partition_of(DOMAINS[0])].keys.schedule}:browser")
+    assert left(), "a request in the browser lane only"
+    seen, sent = sent_by(redis_client, lambda: parts.counts(("seen",)))
+    assert seen == {"seen": 1} and sent == {"get": partitions}, (seen, sent)
+
+
 def test_dead_letters_requeue_and_reset_span_every_partition(redis_client):
     parts = partitioned(redis_client)
     ops = [op(str(i), d) for i, d in enumerate(DOMAINS)]

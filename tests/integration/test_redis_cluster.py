@@ -199,6 +199,40 @@ def test_a_cluster_client_routes_a_command_outside_its_usual_list_by_reading_its
         client.execute_command("NOSUCHCOMMAND", "a")
 
 
+def test_what_is_left_on_a_cluster_is_one_exists_a_partition_through_the_workers_client(cluster):
+    """What an idle worker asks before it closes (#30): on a cluster, one EXISTS of a partition's keys (they share its
+    slot) a partition, in one pipeline over the masters, where a ZCARD a key was five; it sees a request in flight
+    in one partition of 8."""
+    from crawlhub.connection import get_redis
+    from crawlhub.frontier.partitions import Partitions, claim_layout
+    from crawlhub.frontier.records import EnqueueOp
+
+    cluster.flush()
+    client = get_redis(Settings({"REDIS_CLUSTER_NODES": cluster.nodes}))
+    keys = claim_layout(client, Keys.for_spider(Settings(), "left", partitions=PARTITIONS, cluster=True))
+    parts = Partitions(client, keys, {"rate": 0})
+
+    def left() -> bool:
+        for port in cluster.primaries():
+            redis_client_of(port).config_resetstat()
+        found = parts.left()
+        stats = [redis_client_of(port).info("commandstats") for port in cluster.primaries()]
+        sent: Counter[str] = Counter()
+        for st in stats:
+            sent.update({name: int(st[name]["calls"]) for name in st if name in ("cmdstat_exists", "cmdstat_zcard")})
+        assert sent == {"cmdstat_exists": PARTITIONS}, sent
+        return found
+
+    assert not left()
+    payload = json.dumps({"url": "http://d0.test/"}).encode()
+    assert parts.tick([EnqueueOp(hashlib.sha1(payload).hexdigest(), payload, 0, False, "", "d0.test")]).tick.added == 1
+    taken = []
+    assert wait_for(lambda: taken.extend(parts.tick(n=1, worker="w").tick.taken) or taken, 10)
+    assert not parts.pending() and left(), "a request in flight in one partition of 8"
+    parts.tick(acks=[taken[0].lease_id])
+    assert not left()
+
+
 def test_a_cluster_client_retries_a_failover_at_least_three_times_and_says_no_deprecated_word(cluster):
     """redis-py 6 and later retry a cluster's errors by the client's ``retry`` (its ``cluster_error_retry_attempts``
     is deprecated: passed, it only warns, in every worker's log); REDIS_RETRIES sets it, 3 at the least."""
