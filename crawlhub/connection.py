@@ -170,7 +170,7 @@ class _ScriptsByTheirKeys:
 # it is sent, so this list only saves round trips; it decides nothing.
 ROUTED_COMMANDS = (
     "del", "exists", "expire", "get", "hdel", "hget", "hgetall", "hincrby", "hkeys", "hlen", "hset", "hsetnx", "hvals",
-    "incr", "incrby", "llen", "lpush", "lrange", "lrem", "ltrim", "pexpire", "rpop", "sadd", "scard", "set",
+    "incr", "incrby", "llen", "lpush", "lrange", "lrem", "ltrim", "mget", "pexpire", "rpop", "sadd", "scard", "set",
     "sismember", "smembers", "smismember", "spop", "srem", "type", "xadd", "xlen", "xrange", "xrevrange", "zadd",
     "zcard", "zcount", "zrange", "zrangebyscore", "zrevrange",
 )

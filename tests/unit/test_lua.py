@@ -7,7 +7,7 @@ from crawlhub.frontier import scripts
 
 
 def test_the_scripts_are_the_ones_on_disk():
-    assert scripts.names() == ["expired", "finish", "hint", "move", "probe", "proxy_escalate", "proxy_fail", "refresh", "renew", "reserve", "round",
+    assert scripts.names() == ["expired", "finish", "hint", "move", "probe", "proxy_escalate", "proxy_fail", "refresh", "renew", "reserve",
                                "tick"]
     tick = scripts.source("tick")
     assert tick.index("local now") < tick.index("local function release") < tick.index("local function policy")
