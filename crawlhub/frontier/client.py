@@ -36,7 +36,7 @@ from crawlhub.frontier.ends import HeldEnd, LeaseEnds
 from crawlhub.frontier.epoch import EpochWatch
 from crawlhub.frontier.keys import Keys
 from crawlhub.frontier.leasebook import Lease, LeaseBook
-from crawlhub.frontier.operations import COUNTS
+from crawlhub.frontier.operations import TOTALS
 from crawlhub.frontier.partitions import Partitions, claim_layout
 from crawlhub.frontier.policy import RetryPolicy
 from crawlhub.frontier.politeness import Politeness, read_limits
@@ -276,7 +276,7 @@ class FrontierClient:
         """Anything queued, waiting to retry or in flight, in the whole cluster (one EXISTS a partition at most)."""
         return self.ops.left()
 
-    def counts(self, fields: Collection[str] = COUNTS) -> dict[str, int]:
+    def counts(self, fields: Collection[str] = TOTALS) -> dict[str, int]:
         return self.ops.counts(fields)
 
     def count(self, field: str, n: int = 1) -> None:

@@ -60,6 +60,7 @@ CTX_HEAD = ("spider", "factor_max", "recovery", "lanes")
 COUNT_READS = {"queued": ("hvals", "queued"), "domains": ("hvals", "queued"), "delayed": ("zcard", "delayed"),
                "inflight": ("zcard", "inflight"), "dlq": ("llen", "dlq"), "seen": ("get", "seen")}
 COUNTS = ("queued", "delayed", "inflight", "dlq", "seen")
+TOTALS = ("seeds", *COUNTS)  # a frontier's counts (Partitions.counts): the seeds waiting too
 
 
 def queued_per_domain(server: redis.Redis, keys: Keys | PartKeys) -> dict[str, int]:
@@ -258,6 +259,8 @@ def per_partition(server: redis.Redis, parts: list[PartKeys], fields: Collection
     a command each that one needs: the counts of 48 partitions are 240 commands, the URLs seen alone 48), in one
     pipeline."""
     reads = list(dict.fromkeys(COUNT_READS[f] for f in fields))
+    if not reads:
+        return [{} for _ in parts]
     pipe = server.pipeline(transaction=False)
     for k in parts:
         for command, key in reads:
@@ -266,11 +269,11 @@ def per_partition(server: redis.Redis, parts: list[PartKeys], fields: Collection
     rows = []
     for i in range(0, len(out), len(reads)):
         got = dict(zip(reads, out[i:i + len(reads)], strict=True))
-        values = {"domains": len(got.get(("hvals", "queued")) or ()),
-                  "queued": sum(int(n) for n in got.get(("hvals", "queued")) or ()),
-                  "delayed": int(got.get(("zcard", "delayed")) or 0), "inflight": int(got.get(("zcard", "inflight")) or 0),
-                  "dlq": int(got.get(("llen", "dlq")) or 0), "seen": int(got.get(("get", "seen")) or 0)}
-        rows.append({f: values[f] for f in fields})
+        row = {}
+        for f in fields:
+            value = got[COUNT_READS[f]]  # (the queue's hash: domain -> requests queued; else a number or None)
+            row[f] = len(value) if f == "domains" else sum(map(int, value)) if f == "queued" else int(value or 0)
+        rows.append(row)
     return rows
 
 

@@ -56,7 +56,7 @@ from scrapy.settings import BaseSettings
 from crawlhub.connection import REDIS_ERRORS
 from crawlhub.frontier.dupefilter import Filter, make_filters
 from crawlhub.frontier.keys import Keys
-from crawlhub.frontier.operations import COUNTS, FrontierOps, expired_leases, partition_counts, queued_per_domain
+from crawlhub.frontier.operations import TOTALS, FrontierOps, expired_leases, partition_counts, queued_per_domain
 from crawlhub.frontier.records import DeadLetter, EnqueueOp, ExpiredLease, Finish, Tick, lease_domain, text
 from crawlhub.frontier.scripts import Script, source
 from crawlhub.roles import split_queue
@@ -574,7 +574,8 @@ class Partitions:
         now = time.time()
         now_ms = hint_ms(now)
         pipe = self.server.pipeline(transaction=False)
-        if k.grouped or not self.spread:  # one node holds them: one MGET (the pause's value is its time, a string)
+        one_node = k.grouped or not self.spread
+        if one_node:  # one MGET (the pause's value is its time, a string)
             # (by name: redis-py's cluster pipeline refuses its mget method, not the command)
             pipe.execute_command("MGET", k.epoch, k.paused, k.budget, k.budget_used)  # type: ignore[no-untyped-call]
         else:
@@ -588,11 +589,9 @@ class Partitions:
         pipe.zrange(k.ready, 0, 0, withscores=True)
         pipe.zcard(k.ready)
         *flags, ready_raw, due_raw, first, hinted = pipe.execute()
-        if len(flags) == 1:
-            epoch_raw, pause, stored, used_before = flags[0]
-            paused = pause is not None
-        else:
-            epoch_raw, paused, stored, used_before = flags
+        epoch_raw, paused, stored, used_before = flags[0] if one_node else flags
+        if one_node:
+            paused = paused is not None
         epoch = text(epoch_raw) if epoch_raw is not None else ""
         if paused:
             return "paused", 0, False, [], None, epoch, {}, []
@@ -793,10 +792,10 @@ class Partitions:
     def queued(self) -> dict[str, int]:
         return queued_per_domain(self.server, self.keys)
 
-    def counts(self, fields: Collection[str] = COUNTS) -> dict[str, int]:
-        """The seeds waiting, and the partitions' counts summed (``fields``: only those, and no seeds)."""
-        counts = partition_counts(self.server, self.keys.parts, fields)
-        if fields != COUNTS:
+    def counts(self, fields: Collection[str] = TOTALS) -> dict[str, int]:
+        """The seeds waiting, and the partitions' counts summed (``fields``: only those)."""
+        counts = partition_counts(self.server, self.keys.parts, [f for f in fields if f != "seeds"])
+        if "seeds" not in fields:
             return counts
         try:
             seeds = count_seeds(self.server, self.keys.seeds)

@@ -22,7 +22,7 @@ import redis
 from scrapy.crawler import Crawler
 
 from crawlhub.frontier.client import FrontierClient
-from crawlhub.frontier.operations import COUNTS
+from crawlhub.frontier.operations import TOTALS
 
 if TYPE_CHECKING:
     from crawlhub.frontier.keys import Keys
@@ -65,7 +65,7 @@ class FrontierView(Protocol):
     def left(self) -> bool:
         """Anything queued, waiting to retry or in flight in the cluster, asked of every partition."""
 
-    def counts(self, fields: Collection[str] = COUNTS) -> dict[str, int]:
+    def counts(self, fields: Collection[str] = TOTALS) -> dict[str, int]:
         """Seeds waiting, queued, delayed, in flight, dead letters, URLs seen (``fields``: only those: a command
         a partition each)."""
 

@@ -317,6 +317,8 @@ def test_what_is_left_is_one_exists_on_a_plain_redis_and_sees_queued_in_flight_r
     assert left(), "a request in the browser lane only"
     seen, sent = sent_by(redis_client, lambda: parts.counts(("seen",)))
     assert seen == {"seen": 1} and sent == {"get": partitions}, (seen, sent)
+    assert parts.counts(("seeds",)) == {"seeds": 0} and set(parts.counts()) == {"seeds", "queued", "delayed",
+                                                                                "inflight", "dlq", "seen"}
 
 
 def test_dead_letters_requeue_and_reset_span_every_partition(redis_client):
