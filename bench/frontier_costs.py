@@ -17,8 +17,11 @@ For each layout, a fresh server or cluster, three measurements in turn:
   each worker counted itself (its heartbeat's ``redis_commands``);
 - idle: K more workers started with nothing to crawl (they wait for seeds forever); once each has
   sent its second heartbeat, what they add to the servers' own over WINDOW seconds, per idle
-  worker-second, and the commands they counted themselves. The servers' own is measured just before
-  the idle workers start and just after they stop (a WINDOW each, the mean taken off).
+  worker-second, and the commands they counted themselves. ``--idle-turns`` such windows (the median
+  reported, every turn beside it), each between two windows of the servers' own with the workers
+  stopped (SIGSTOP: still connected, sending nothing), the mean of the two taken off: the servers'
+  own is measured next to each idle window, not minutes away (a cluster's gossip drifts by a
+  millisecond a second over minutes, as much as six idle workers cost).
 
 Goals (#30): an idle worker under 300 us of Redis CPU per second at 48 partitions; a cluster's CPU
 per page within 1.5x of one redis-server with one partition.
@@ -34,6 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import signal
 import statistics
 import sys
 import tempfile
@@ -165,25 +169,57 @@ def crawl_phase(servers: Servers, label: str, partitions: int, workers: int, pag
 
 
 def idle_phase(servers: Servers, label: str, partitions: int, workers: int, window: float, mongo_uri: str,
-               home: Path) -> dict:
-    """``workers`` workers with nothing to crawl, once past their start-up: CPU, commands and the workers'
-    own count over ``window`` seconds."""
+               home: Path, turns: int) -> dict:
+    """``workers`` workers with nothing to crawl, once past their start-up, against the servers' own cost measured
+    between their windows: ``turns`` windows of ``window`` seconds with the workers running, each between two with
+    them stopped (SIGSTOP: connected, sending nothing), so that a window of the servers' own is never minutes away
+    from the one it is taken off (a cluster's gossip drifts by a millisecond a second over minutes). Per turn, what
+    the workers added: CPU seconds and commands; and the commands the workers counted themselves per second they
+    ran (between two of their heartbeats, the stops taken off)."""
     env = workers_env(servers, mongo_uri, f"idle{label}", home / "crawlhub", partitions, 0)
     client = servers.client()
     client.delete(f"{SPIDER}:workers")  # (the crawl's finished workers: only these are counted)
     procs = start_workers(workers, env, home / "logs", f"idle{label}")
+
+    stopped = []  # (wall clock: stopped at, resumed at), for the seconds the workers' own count covers
+
+    def pause(stop: bool) -> None:
+        for p in procs:
+            p.proc.send_signal(signal.SIGSTOP if stop else signal.SIGCONT)
+        if stop:
+            stopped.append([time.time(), None])
+        else:
+            stopped[-1][1] = time.time()
+        time.sleep(1.0)  # (stopped: what was in flight lands; resumed: the timers due meanwhile fire, once each)
+
     try:
         if not wait_for(lambda: len(heartbeats(client)) == workers, 90):
             raise SystemExit(f"idle workers did not start: {procs[0].log()[-2000:]}")
         first = {w: r["last_beat"] for w, r in heartbeats(client).items()}
         wait_for(lambda: all(r["last_beat"] > first[w] for w, r in heartbeats(client).items()), 60)
         before = heartbeats(client)
-        cpu, commands = measure(servers, window)
+        pause(True)
+        own = [measure(servers, window)]
+        busy = []
+        for _ in range(turns):
+            pause(False)
+            busy.append(measure(servers, window))
+            pause(True)
+            own.append(measure(servers, window))
+        pause(False)
+        # the workers' own count, from their next heartbeat (it carries what they sent up to it)
+        wait_for(lambda: all(r["last_beat"] > stopped[-1][1] for r in heartbeats(client).values()), 30)
         after = heartbeats(client)
-        own = sum(after[w].get("redis_commands", 0) - before[w].get("redis_commands", 0) for w in after)
-        return {"cpu": cpu, "commands": commands, "counted": own}
+        counted = sum(after[w].get("redis_commands", 0) - before[w].get("redis_commands", 0) for w in after)
+        # the worker-seconds between each worker's two heartbeats, the stops taken off (every stop lies between them)
+        running = sum(after[w]["last_beat"] - before[w]["last_beat"] for w in after) - len(after) * sum(
+            resumed - at for at, resumed in stopped)
+        added = [(cpu - (own[i][0] + own[i + 1][0]) / 2, cmds - (own[i][1] + own[i + 1][1]) / 2)
+                 for i, (cpu, cmds) in enumerate(busy)]
+        return {"cpu": [a[0] for a in added], "commands": [a[1] for a in added], "counted": counted / running}
     finally:
         for p in procs:
+            p.proc.send_signal(signal.SIGCONT)
             p.kill()
 
 
@@ -197,7 +233,7 @@ def run_layout(home: Path, cluster: bool, partitions: int, opts: argparse.Namesp
         time.sleep(1.0)  # (a server's first second after start is not its idle cost)
         for turn in range(opts.repeat):
             servers.flush()
-            own_cpu, own_commands = measure(servers, opts.window)
+            own_cpu, _ = measure(servers, opts.window)
             crawl = crawl_phase(servers, f"{label}r{turn}", partitions, opts.workers, opts.pages, mongo_uri,
                                 opts.idle_close, home)
             after_cpu, _ = measure(servers, opts.window)  # (the servers' own, after: the mean of both is taken off)
@@ -205,13 +241,8 @@ def run_layout(home: Path, cluster: bool, partitions: int, opts: argparse.Namesp
             crawl["us_per_page"] = max(0.0, crawl["cpu"] - crawl["own_rate"] * crawl["seconds"]) * 1e6 / crawl["pages"]
             crawls.append(crawl)
         own_rate = statistics.median(c["own_rate"] for c in crawls)
-        # the idle workers' cost against the servers' own measured next to it, before and after (a cluster's
-        # gossip drifts by a millisecond a second over minutes: the crawls' windows are minutes away)
         servers.flush()
-        idle_before, _ = measure(servers, opts.window)
-        idle = idle_phase(servers, label, partitions, opts.idle_workers, opts.window, mongo_uri, home)
-        idle_after, _ = measure(servers, opts.window)
-        idle_own = (idle_before + idle_after) / 2
+        idle = idle_phase(servers, label, partitions, opts.idle_workers, opts.window, mongo_uri, home, opts.idle_turns)
     finally:
         servers.stop()
     crawl = sorted(crawls, key=lambda c: c["us_per_page"])[len(crawls) // 2]  # the median crawl
@@ -225,9 +256,11 @@ def run_layout(home: Path, cluster: bool, partitions: int, opts: argparse.Namesp
         "commands_per_page": crawl["commands"] / pages, "seconds": crawl["seconds"], "fetches": crawl["fetches"],
         "command_us_per_page": statistics.median(c["command_us_per_page"] for c in crawls),
         "per_worker": crawl["per_worker"],
-        "idle_us_per_worker_s": max(0.0, idle["cpu"] - idle_own) * 1e6 / worker_seconds,
-        "idle_commands_per_worker_s": max(0, idle["commands"] - own_commands) / worker_seconds,
-        "idle_counted_per_worker_s": idle["counted"] / worker_seconds,
+        # the median turn; every turn's figure beside it
+        "idle_us_per_worker_s": max(0.0, statistics.median(idle["cpu"])) * 1e6 / worker_seconds,
+        "idle_us_runs": [round(c * 1e6 / worker_seconds) for c in idle["cpu"]],
+        "idle_commands_per_worker_s": max(0.0, statistics.median(idle["commands"])) / worker_seconds,
+        "idle_counted_per_worker_s": idle["counted"],
     }
 
 
@@ -332,6 +365,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--idle-workers", type=int, default=6, help="workers started with nothing to crawl")
     parser.add_argument("--pages", type=int, default=48, help="listing pages of the shop (16 products each)")
     parser.add_argument("--window", type=float, default=10.0, help="seconds of idle traffic measured")
+    parser.add_argument("--idle-turns", type=int, default=3,
+                        help="idle windows per layout, each between two of the servers' own (the workers stopped): "
+                             "the median is reported")
     parser.add_argument("--idle-close", type=int, default=3, help="MAX_IDLE_TIME_BEFORE_CLOSE of the crawl")
     parser.add_argument("--quick", action="store_true", help="1 and 48 partitions only")
     parser.add_argument("--repeat", type=int, default=3,
@@ -378,7 +414,8 @@ def main(argv: list[str] | None = None) -> int:
                       f"{r['us_per_page_raw']:>6.0f} {r['commands_per_page']:>9.1f} {r['command_us_per_page']:>11.0f} "
                       f"{r['seconds']:>7.1f} {r['fetches']:>7} | "
                       f"{r['idle_us_per_worker_s']:>16.0f} {r['idle_commands_per_worker_s']:>13.1f} "
-                      f"{r['idle_counted_per_worker_s']:>9.1f}  {r['per_worker']}  runs: {r['us_per_page_runs']}", flush=True)
+                      f"{r['idle_counted_per_worker_s']:>9.1f}  {r['per_worker']}  runs: {r['us_per_page_runs']}  "
+                      f"idle turns: {r['idle_us_runs']}", flush=True)
     finally:
         mongo.stop()
         shutil.rmtree(home, ignore_errors=True)
@@ -387,7 +424,8 @@ def main(argv: list[str] | None = None) -> int:
           "crawl: Redis CPU from before the workers start to after the last closes, per listing page fetched, the "
           "servers' own taken off (raw: with it). cmd us/page: INFO commandstats' time over the crawl, per page (no "
           "idle CPU in it, so steadier; a script's commands counted in it and in their own rows). idle: what an idle "
-          "worker adds per second, the servers' own taken off; counted: the commands the workers counted themselves)")
+          "worker adds per second, the servers' own (the workers stopped, before and after each turn) taken off, the "
+          "median turn; counted: the commands the workers counted themselves)")
     short = []
     for r in rows:
         if r["partitions"] == 48:
