@@ -175,7 +175,8 @@ def idle_phase(servers: Servers, label: str, partitions: int, workers: int, wind
     them stopped (SIGSTOP: connected, sending nothing), so that a window of the servers' own is never minutes away
     from the one it is taken off (a cluster's gossip drifts by a millisecond a second over minutes). Per turn, what
     the workers added: CPU seconds and commands; and the commands the workers counted themselves per second they
-    ran (between two of their heartbeats, the stops taken off)."""
+    ran (between two of their heartbeats, the stops taken off; above the servers' count with short windows: it holds
+    the second after each resume, when the timers that came due while stopped fire)."""
     env = workers_env(servers, mongo_uri, f"idle{label}", home / "crawlhub", partitions, 0)
     client = servers.client()
     client.delete(f"{SPIDER}:workers")  # (the crawl's finished workers: only these are counted)
