@@ -32,10 +32,18 @@ Figures, each against its goal:
     .venv/bin/python -m bench.frontier_scale            # queue to 10M requests, ~15 min on 2 cores
     .venv/bin/python -m bench.frontier_scale --quick    # queue to 1M, ~6 min
     .venv/bin/python -m bench.frontier_scale --phases   # only what each kind of work costs a tick, ~1 min
+    .venv/bin/python -m bench.frontier_scale --profile  # one row under perf: where the server's time goes, ~1 min
 
 --phases drives the tick with one kind of work at a time (lease 32, end 32 downloads, ack 32, queue 32 new
 links, nothing) and prints, per call, the script's usec, its commands and their usec, and the rest: Lua and
 the calls' glue. It says where a page's microseconds go (docs/benchmarks.md, "#30, 2026-11-26").
+
+--profile [QUEUED,DOMAINS] runs one row (one partition; by default 100,000 domains of one request each) after a
+warm-up window under ``perf record`` on its redis-server, and splits the window's Redis us a page by the samples'
+call stacks: each command the scripts run, the workers' commands outside scripts, redis.call's glue, and the Lua
+interpreter's parts (its collector, strings, cjson). It needs perf; Lua's own functions are named only by a
+redis-server built with symbols (--redis-server PATH), Debian's puts them all in "Lua: the rest" (docs/benchmarks.md,
+"#30, 2026-11-28 (night)").
 
 Each configuration runs a warm-up window, then 3 measured windows; the median window is reported (this
 machine's run-to-run noise is about +-20%). Every server is started here, on 127.0.0.1, with persistence
@@ -51,6 +59,7 @@ import multiprocessing
 import os
 import random
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -85,9 +94,9 @@ def free_port() -> int:
 
 
 class PlainRedis:
-    def __init__(self, home: Path):
+    def __init__(self, home: Path, binary: str = "redis-server"):
         self.port = free_port()
-        self.proc = subprocess.Popen(["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+        self.proc = subprocess.Popen([binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
                                       "--appendonly", "no", "--dir", str(home)],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         for _ in range(100):
@@ -471,6 +480,130 @@ def print_phases(home: Path, rounds: int, workers: int) -> None:
         print(f"{'':>18}(leased per call: {costs['lease']['per_call']:.1f})")
 
 
+# -- a profile: where the server's time goes --------------------------------------------------------------------
+# perf's samples of redis-server, each put in one part by its call stack (innermost frame first): a command a script
+# runs (under scriptCall) by name; redis.call's glue (its arguments and reply converted, the command looked up); the
+# Lua interpreter's own parts; the workers' SISMEMBER read outside scripts. Lua's internal functions are named only by
+# a redis-server built with symbols: Debian's names Redis's functions, and the parts of Lua fall in "Lua, the rest".
+LUA_PARTS = (("luaC_step", "Lua: garbage collector"), ("luaC_fullgc", "Lua: garbage collector"),
+             ("str_find_aux", "Lua: string.match and find"), ("gmatch_aux", "Lua: string.match and find"),
+             ("luaV_concat", "Lua: strings joined (..)"), ("str_format", "Lua: string.format"),
+             ("json_decode", "Lua: cjson"), ("json_encode", "Lua: cjson"))
+GLUE = "redis.call's glue (arguments, replies, command lookup)"
+SCRIPT_FRAMES = {"evalGenericCommand", "luaCallFunction", "scriptCall", "luaRedisGenericCommand"}
+NOT_COMMANDS = {"lookupCommand", "isInsideYieldingLongCommand"}  # (their names end so; they are not commands)
+
+
+def sample_part(frames: list[str]) -> str | None:
+    """The part of one sample (its frames' symbols, innermost first); None: not a command's (the event loop,
+    sockets, the server's cron)."""
+    if not SCRIPT_FRAMES.intersection(frames):  # (a stack cut short may miss evalGenericCommand, not all of these)
+        outer = next((f for f in frames if f.endswith("Command") and f not in NOT_COMMANDS), None)
+        if outer in (None, "infoCommand", "configCommand", "configResetStatCommand"):  # (the benchmark's own reads)
+            return None
+        return "outside scripts: their dispatch" if outer == "processCommand" else f"outside scripts: {command_name(outer)}"
+    for i, f in enumerate(frames):
+        if f == "scriptCall":
+            inner = next((g for g in frames[:i] if g.endswith("Command")), None)
+            return f"in scripts: {command_name(inner)}" if inner and inner not in NOT_COMMANDS else GLUE
+        if f == "luaRedisGenericCommand":
+            return GLUE
+        for name, part in LUA_PARTS:
+            if f == name:
+                return part
+    return "Lua: the rest (interpreter, tables, calls)"
+
+
+def command_name(symbol: str | None) -> str:
+    """zaddGenericCommand -> ZADD (push and pop: their generic functions serve LPUSH/RPUSH and LPOP/RPOP)."""
+    if not symbol:
+        return "?"
+    name = symbol.removesuffix("Command").removesuffix("Generic")
+    return {"push": "RPUSH/LPUSH", "pop": "LPOP/RPOP", "genericZrangebyrank": "ZRANGE",
+            "genericZrangebyscore": "ZRANGEBYSCORE", "zrange": "ZRANGE", "expire": "EXPIRE",
+            "incrDecr": "INCRBY"}.get(name, name.upper())
+
+
+def perf_parts(data: Path) -> tuple[dict[str, int], int, int, bool, int]:
+    """(samples per part, samples in all, samples whose stack passes getExpire (a key's expiry checked at its
+    lookup), whether Lua's internal functions were named, samples whose stack reaches the event loop: the rest were
+    cut short) of a perf.data file."""
+    out = subprocess.run(["perf", "script", "-i", str(data), "-F", "ip,sym"], capture_output=True, text=True,
+                         check=True).stdout
+    parts: dict[str, int] = {}
+    total = expiry = whole = 0
+    named = False
+    for sample in out.split("\n\n"):
+        frames = [line.split(None, 1)[1].split("+")[0] for line in sample.strip().splitlines()
+                  if len(line.split(None, 1)) > 1]
+        if not frames:
+            continue
+        total += 1
+        named = named or "luaV_execute" in frames
+        expiry += "getExpire" in frames
+        whole += "aeMain" in frames
+        part = sample_part(frames)
+        if part:
+            parts[part] = parts.get(part, 0) + 1
+    return parts, total, expiry, named, whole
+
+
+def profile_row(home: Path, queued: int, domains: int, seconds: float, workers: int, binary: str) -> None:
+    """--profile: one row of the table (one partition) under ``perf record`` on its redis-server after a warm-up;
+    the commandstats figure of the window split by the perf samples' parts."""
+    if shutil.which("perf") is None:
+        sys.exit("--profile needs perf (Debian: apt-get install linux-perf)")
+    server = PlainRedis(home, binary)
+    try:
+        client = redis.Redis(port=server.port)
+        names = domain_names(domains)
+        fill(client, 1, False, queued, names)
+        old, nav = seed_duplicates(client, 1, False, names)
+        measure_window([server.port], 1, False, workers, seconds, names, old, nav)  # warm-up: every script loaded
+        data = home / "perf.data"
+        # stacks unwound from DWARF (.eh_frame): Debian's redis-server keeps no frame pointers, and a stack walked by
+        # them stops short of the command it is in
+        freq = 499
+        recorder = subprocess.Popen(["perf", "record", "-F", str(freq), "--call-graph", "dwarf,16384", "-o", str(data), "-p",
+                                     str(server.proc.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(200):  # perf has attached once its file has a header
+            if data.exists() and data.stat().st_size > 0:
+                break
+            time.sleep(0.05)
+        r = measure_window([server.port], 1, False, workers, seconds, names, old, nav)
+        recorder.send_signal(signal.SIGINT)
+        recorder.wait()
+    finally:
+        server.stop()
+    parts, total, expiry, named, whole = perf_parts(data)
+    counted = sum(parts.values())
+    scale = r["us_per_page"] / max(1, counted)  # a sample's share of the commandstats figure
+    print(f"frontier_scale --profile: {queued:,} queued over {domains:,} domains, one partition, {workers} simulated "
+          f"workers, {seconds:.0f} s under perf ({total:,} samples at {freq} Hz, {r['pages']:,} pages)")
+    print(f"Redis us/page (INFO commandstats): {r['us_per_page']:.1f}; the server's CPU by perf: "
+          f"{total * 1e6 / freq / max(1, r['pages']):.1f} (sockets and the event loop too)\n")
+    print(f"{'part':<58} {'us/page':>8} {'share':>6}")
+    groups = {"in scripts": [], "outside scripts": [], "lua": []}
+    for part, n in parts.items():
+        key = "in scripts" if part.startswith("in scripts") else "outside scripts" if part.startswith("outside") else "lua"
+        groups[key].append((n, part))
+    commands = 0
+    for key in ("in scripts", "outside scripts", "lua"):
+        for n, part in sorted(groups[key], reverse=True):
+            print(f"{part:<58} {n * scale:>8.2f} {n / max(1, counted):>6.1%}")
+        if key != "lua":
+            commands += sum(n for n, _ in groups[key])
+    print(f"\nthe commands alone (in scripts and outside): {commands * scale:.1f} us/page; Lua and redis.call's glue: "
+          f"{(counted - commands) * scale:.1f}; of every part, key lookups' expiry check (getExpire, paid by every "
+          f"lookup once any key has a TTL): {expiry * scale:.1f}")
+    if whole < total * 0.8:
+        print(f"(only {whole / max(1, total):.0%} of the samples' stacks reached the event loop: the others were cut "
+              "short, and their parts are missing or misplaced)")
+    if not named:
+        print("(this redis-server does not name Lua's internal functions: the glue and the interpreter's parts are in "
+              "'Lua: the rest'. A build of the same version with symbols names them: docs/benchmarks.md)")
+
+
 # -- report ------------------------------------------------------------------------------------------------
 def verdict(ok: bool) -> str:
     return "meets" if ok else "FALLS SHORT of"
@@ -493,10 +626,23 @@ def main() -> None:
                         help="only where a tick's time goes: each kind of work alone (lease, finish, ack, enqueue, "
                              "nothing), per call, under a minute")
     parser.add_argument("--rounds", type=int, default=300, help="--phases: calls of each kind")
+    parser.add_argument("--profile", metavar="QUEUED,DOMAINS", nargs="?", const="100000,100000",
+                        help="only one row (one partition; default the 100,000 domains of one request) under perf: "
+                             "where the server's time goes, us per page by command and by part of Lua; needs perf")
+    parser.add_argument("--redis-server", default="redis-server",
+                        help="--profile: the redis-server to run (a build with symbols names Lua's own functions)")
+    parser.add_argument("--seconds", type=float, default=8.0, help="--profile: the warm-up's and the window's length")
     parser.add_argument("--cluster", action="store_true",
                         help="only the cluster's 3 masters against 1 (with --quick: its sizes), ~2 minutes")
     opts = parser.parse_args()
     home = Path(tempfile.mkdtemp(prefix="bench-scale-"))
+    if opts.profile:
+        queued, domains = (int(x) for x in opts.profile.split(","))
+        try:
+            profile_row(home, queued, domains, opts.seconds, opts.workers, opts.redis_server)
+        finally:
+            shutil.rmtree(home, ignore_errors=True)
+        return
     if opts.phases:
         try:
             print_phases(home, opts.rounds, opts.workers)
