@@ -22,7 +22,7 @@ from crawlhub.roles import LANES, split_queue
 
 # -- per domain, shared by every spider (politeness belongs to the domain) -------------------------------
 DOMAIN = "crawlhub:domain:"  # + <domain>: hash (rate state); + <domain>:active: zset of downloads
-DOMAINS = "crawlhub:domains"  # zset: domain -> last time it was granted a request
+DOMAINS = "crawlhub:domains"  # zset: domain -> last time it was granted a request (the 1,000 latest: tick.lua)
 LIMITS = "crawlhub:limits"  # hash: domain -> run-time limits (JSON)
 ROBOTS = "crawlhub:robots:"  # + <origin>: hash (a robots.txt); + <origin>:lock
 BROWSER_DOMAINS = "crawlhub:browser_domains"  # set: domains every worker renders in the browser
@@ -155,7 +155,7 @@ class PartKeys:
     dlq: str
     revisits: str  # hash: fingerprint -> the due time the refresher last moved it for (exactly once per due time)
     domain: str  # prefix: <domain><d> (rate state, a hash) and <domain><d>:active (downloads now, a zset)
-    known: str  # zset: domain -> last time it was granted a request
+    known: str  # zset: domain -> last time it was granted a request (the 1,000 latest: tick.lua)
     paused: str | None = None
     budget: str | None = None
     budget_used: str | None = None

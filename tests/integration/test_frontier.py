@@ -414,3 +414,16 @@ def test_a_forced_request_in_a_call_whose_reply_was_lost_is_queued_once(redis_ur
     urls = sorted(json.loads(t.payload)["url"] for t in frontier.ops.tick(n=10, worker="w1").tick.taken)
     assert urls == ["https://a0.test/page", "https://a0.test/seed", "https://a1.test/seed", "https://a1.test/seed",
                     "https://a2.test/seed"]
+
+
+def test_the_index_of_recently_crawled_domains_keeps_the_latest_thousand_not_every_domain_met(redis_client):
+    """`crawlhub:domains` (a partition's `known`) says which domains were crawled last, for `limits show` and
+    `status`. A broad crawl meets millions of domains; the index keeps the 1,000 most recent, the latest always."""
+    frontier = frontier_for(redis_client)
+    frontier.tick([request(0, domain=f"d{i:04}.test") for i in range(1_200)])
+    assert len(frontier.lease("w", 60, 1_200)[0]) == 1_200
+    assert redis_client.zcard("crawlhub:domains") == 1_000
+    frontier.tick([request(1, domain="latest.test")])
+    assert len(frontier.lease("w", 60, 1)[0]) == 1
+    assert redis_client.zcard("crawlhub:domains") == 1_000
+    assert redis_client.zrevrange("crawlhub:domains", 0, 0) == [b"latest.test"]

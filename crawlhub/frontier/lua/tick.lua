@@ -285,6 +285,9 @@ if n > 0 then
     call_all('HSET', ctx.leases, {}, hset)
   end
   call_all('ZADD', ctx.known, {}, opened)
+  -- the index of recent domains keeps the 1,000 most recent (`limits show` and `status` read 200): a broad crawl
+  -- would otherwise keep every domain it ever met, for good (crawlhub:domains outlives every crawl)
+  if #opened > 0 then redis.call('ZREMRANGEBYRANK', ctx.known, '0', '-1001') end
   for sched, t in pairs(moved) do call_all('ZADD', sched, {}, t) end
   for sched, t in pairs(gone) do call_all('ZREM', sched, {}, t) end
   if limit > 0 and granted > 0 then redis.call('INCRBY', ctx.budget_used, granted) end
