@@ -38,9 +38,9 @@ Figures, each against its goal:
 links, nothing) and prints, per call, the script's usec, its commands and their usec, and the rest: Lua and
 the calls' glue. It says where a page's microseconds go (docs/benchmarks.md, "#30, 2026-11-26").
 
---profile [QUEUED,DOMAINS] runs one row (one partition; by default 100,000 domains of one request each) after a
-warm-up window under ``perf record`` on its redis-server, and splits the window's Redis us a page by the samples'
-call stacks: each command the scripts run, the workers' commands outside scripts, redis.call's glue, and the Lua
+--profile [QUEUED,DOMAINS] runs one row (by default 100,000 domains of one request each; --partitions, 1 by
+default) after a warm-up window under ``perf record`` on its redis-server, and splits the window's Redis us a page
+by the samples' call stacks: each command the scripts run, the workers' commands outside scripts, redis.call's glue, and the Lua
 interpreter's parts (its collector, strings, cjson). It needs perf; Lua's own functions are named only by a
 redis-server built with symbols (--redis-server PATH), Debian's puts them all in "Lua: the rest" (docs/benchmarks.md,
 "#30, 2026-11-28 (night)").
@@ -548,18 +548,19 @@ def perf_parts(data: Path) -> tuple[dict[str, int], int, int, bool, int]:
     return parts, total, expiry, named, whole
 
 
-def profile_row(home: Path, queued: int, domains: int, seconds: float, workers: int, binary: str) -> None:
-    """--profile: one row of the table (one partition) under ``perf record`` on its redis-server after a warm-up;
-    the commandstats figure of the window split by the perf samples' parts."""
+def profile_row(home: Path, queued: int, domains: int, seconds: float, workers: int, binary: str,
+                partitions: int = 1) -> None:
+    """--profile: one row of the table (``partitions``: 1, the classic layout) under ``perf record`` on its
+    redis-server after a warm-up; the commandstats figure of the window split by the perf samples' parts."""
     if shutil.which("perf") is None:
         sys.exit("--profile needs perf (Debian: apt-get install linux-perf)")
     server = PlainRedis(home, binary)
     try:
         client = redis.Redis(port=server.port)
         names = domain_names(domains)
-        fill(client, 1, False, queued, names)
-        old, nav = seed_duplicates(client, 1, False, names)
-        measure_window([server.port], 1, False, workers, seconds, names, old, nav)  # warm-up: every script loaded
+        fill(client, partitions, False, queued, names)
+        old, nav = seed_duplicates(client, partitions, False, names)
+        measure_window([server.port], partitions, False, workers, seconds, names, old, nav)  # warm-up: scripts loaded
         data = home / "perf.data"
         # stacks unwound from DWARF (.eh_frame): Debian's redis-server keeps no frame pointers, and a stack walked by
         # them stops short of the command it is in
@@ -570,7 +571,7 @@ def profile_row(home: Path, queued: int, domains: int, seconds: float, workers: 
             if data.exists() and data.stat().st_size > 0:
                 break
             time.sleep(0.05)
-        r = measure_window([server.port], 1, False, workers, seconds, names, old, nav)
+        r = measure_window([server.port], partitions, False, workers, seconds, names, old, nav)
         recorder.send_signal(signal.SIGINT)
         recorder.wait()
     finally:
@@ -578,7 +579,7 @@ def profile_row(home: Path, queued: int, domains: int, seconds: float, workers: 
     parts, total, expiry, named, whole = perf_parts(data)
     counted = sum(parts.values())
     scale = r["us_per_page"] / max(1, counted)  # a sample's share of the commandstats figure
-    print(f"frontier_scale --profile: {queued:,} queued over {domains:,} domains, one partition, {workers} simulated "
+    print(f"frontier_scale --profile: {queued:,} queued over {domains:,} domains, {partitions} partition(s), {workers} simulated "
           f"workers, {seconds:.0f} s under perf ({total:,} samples at {freq} Hz, {r['pages']:,} pages)")
     print(f"Redis us/page (INFO commandstats): {r['us_per_page']:.1f}; the server's CPU by perf: "
           f"{total * 1e6 / freq / max(1, r['pages']):.1f} (sockets and the event loop too)\n")
@@ -627,11 +628,13 @@ def main() -> None:
                              "nothing), per call, under a minute")
     parser.add_argument("--rounds", type=int, default=300, help="--phases: calls of each kind")
     parser.add_argument("--profile", metavar="QUEUED,DOMAINS", nargs="?", const="100000,100000",
-                        help="only one row (one partition; default the 100,000 domains of one request) under perf: "
+                        help="only one row (--partitions, 1 by default; default the 100,000 domains of one request) "
+                             "under perf: "
                              "where the server's time goes, us per page by command and by part of Lua; needs perf")
     parser.add_argument("--redis-server", default="redis-server",
                         help="--profile: the redis-server to run (a build with symbols names Lua's own functions)")
     parser.add_argument("--seconds", type=float, default=8.0, help="--profile: the warm-up's and the window's length")
+    parser.add_argument("--partitions", type=int, default=1, help="--profile: the row's partitions (1: classic)")
     parser.add_argument("--cluster", action="store_true",
                         help="only the cluster's 3 masters against 1 (with --quick: its sizes), ~2 minutes")
     opts = parser.parse_args()
@@ -639,7 +642,7 @@ def main() -> None:
     if opts.profile:
         queued, domains = (int(x) for x in opts.profile.split(","))
         try:
-            profile_row(home, queued, domains, opts.seconds, opts.workers, opts.redis_server)
+            profile_row(home, queued, domains, opts.seconds, opts.workers, opts.redis_server, opts.partitions)
         finally:
             shutil.rmtree(home, ignore_errors=True)
         return
