@@ -40,10 +40,10 @@ the calls' glue. It says where a page's microseconds go (docs/benchmarks.md, "#3
 
 --profile [QUEUED,DOMAINS] runs one row (by default 100,000 domains of one request each; --partitions, 1 by
 default) after a warm-up window under ``perf record`` on its redis-server, and splits the window's Redis us a page
-by the samples' call stacks: each command the scripts run, the workers' commands outside scripts, redis.call's glue, and the Lua
-interpreter's parts (its collector, strings, cjson). It needs perf; Lua's own functions are named only by a
-redis-server built with symbols (--redis-server PATH), Debian's puts them all in "Lua: the rest" (docs/benchmarks.md,
-"#30, 2026-11-28 (night)").
+by the samples' call stacks: each command the scripts run, the workers' commands outside scripts, redis.call's
+glue, and the Lua interpreter's parts (its collector, strings, cjson). It needs perf; Lua's own functions are
+named only by a redis-server built with symbols (--redis-server PATH), Debian's puts them all in "Lua: the rest"
+(docs/benchmarks.md, "#30, 2026-11-28 (night)").
 
 Each configuration runs a warm-up window, then 3 measured windows; the median window is reported (this
 machine's run-to-run noise is about +-20%). Every server is started here, on 127.0.0.1, with persistence
@@ -534,8 +534,9 @@ def perf_parts(data: Path) -> tuple[dict[str, int], int, int, bool, int]:
     total = expiry = whole = 0
     named = False
     for sample in out.split("\n\n"):
-        frames = [line.split(None, 1)[1].split("+")[0] for line in sample.strip().splitlines()
-                  if len(line.split(None, 1)) > 1]
+        # a line: "<address> <symbol>+<offset>"; an unnamed frame has no symbol
+        frames = [fields[1].split("+")[0] for fields in (line.split(None, 1) for line in sample.strip().splitlines())
+                  if len(fields) > 1]
         if not frames:
             continue
         total += 1
@@ -565,35 +566,32 @@ def profile_row(home: Path, queued: int, domains: int, seconds: float, workers: 
         # stacks unwound from DWARF (.eh_frame): Debian's redis-server keeps no frame pointers, and a stack walked by
         # them stops short of the command it is in
         freq = 499
-        recorder = subprocess.Popen(["perf", "record", "-F", str(freq), "--call-graph", "dwarf,16384", "-o", str(data), "-p",
-                                     str(server.proc.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for _ in range(200):  # perf has attached once its file has a header
-            if data.exists() and data.stat().st_size > 0:
-                break
-            time.sleep(0.05)
-        r = measure_window([server.port], partitions, False, workers, seconds, names, old, nav)
-        recorder.send_signal(signal.SIGINT)
-        recorder.wait()
+        recorder = subprocess.Popen(["perf", "record", "-F", str(freq), "--call-graph", "dwarf,16384", "-o", str(data),
+                                     "-p", str(server.proc.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            for _ in range(200):  # perf has attached once its file has a header
+                if data.exists() and data.stat().st_size > 0:
+                    break
+                time.sleep(0.05)
+            r = measure_window([server.port], partitions, False, workers, seconds, names, old, nav)
+        finally:  # (perf writes its file out on SIGINT)
+            recorder.send_signal(signal.SIGINT)
+            recorder.wait()
     finally:
         server.stop()
     parts, total, expiry, named, whole = perf_parts(data)
     counted = sum(parts.values())
     scale = r["us_per_page"] / max(1, counted)  # a sample's share of the commandstats figure
-    print(f"frontier_scale --profile: {queued:,} queued over {domains:,} domains, {partitions} partition(s), {workers} simulated "
-          f"workers, {seconds:.0f} s under perf ({total:,} samples at {freq} Hz, {r['pages']:,} pages)")
+    print(f"frontier_scale --profile: {queued:,} queued over {domains:,} domains, {partitions} partition(s), "
+          f"{workers} simulated workers, {seconds:.0f} s under perf ({total:,} samples at {freq} Hz, {r['pages']:,} pages)")
     print(f"Redis us/page (INFO commandstats): {r['us_per_page']:.1f}; the server's CPU by perf: "
           f"{total * 1e6 / freq / max(1, r['pages']):.1f} (sockets and the event loop too)\n")
     print(f"{'part':<58} {'us/page':>8} {'share':>6}")
-    groups = {"in scripts": [], "outside scripts": [], "lua": []}
-    for part, n in parts.items():
-        key = "in scripts" if part.startswith("in scripts") else "outside scripts" if part.startswith("outside") else "lua"
-        groups[key].append((n, part))
-    commands = 0
-    for key in ("in scripts", "outside scripts", "lua"):
-        for n, part in sorted(groups[key], reverse=True):
-            print(f"{part:<58} {n * scale:>8.2f} {n / max(1, counted):>6.1%}")
-        if key != "lua":
-            commands += sum(n for n, _ in groups[key])
+    order = ("in scripts", "outside scripts")  # the commands first, then Lua and the glue, each largest first
+    group = {part: next((i for i, prefix in enumerate(order) if part.startswith(prefix)), len(order)) for part in parts}
+    for part in sorted(parts, key=lambda p: (group[p], -parts[p])):
+        print(f"{part:<58} {parts[part] * scale:>8.2f} {parts[part] / max(1, counted):>6.1%}")
+    commands = sum(n for part, n in parts.items() if group[part] < len(order))
     print(f"\nthe commands alone (in scripts and outside): {commands * scale:.1f} us/page; Lua and redis.call's glue: "
           f"{(counted - commands) * scale:.1f}; of every part, key lookups' expiry check (getExpire, paid by every "
           f"lookup once any key has a TTL): {expiry * scale:.1f}")
@@ -628,9 +626,9 @@ def main() -> None:
                              "nothing), per call, under a minute")
     parser.add_argument("--rounds", type=int, default=300, help="--phases: calls of each kind")
     parser.add_argument("--profile", metavar="QUEUED,DOMAINS", nargs="?", const="100000,100000",
-                        help="only one row (--partitions, 1 by default; default the 100,000 domains of one request) "
-                             "under perf: "
-                             "where the server's time goes, us per page by command and by part of Lua; needs perf")
+                        help="only one row (default: 100,000 domains of one request; --partitions, 1 by default) "
+                             "under perf: where the server's time goes, us per page by command and by part of Lua; "
+                             "needs perf")
     parser.add_argument("--redis-server", default="redis-server",
                         help="--profile: the redis-server to run (a build with symbols names Lua's own functions)")
     parser.add_argument("--seconds", type=float, default=8.0, help="--profile: the warm-up's and the window's length")
@@ -639,16 +637,13 @@ def main() -> None:
                         help="only the cluster's 3 masters against 1 (with --quick: its sizes), ~2 minutes")
     opts = parser.parse_args()
     home = Path(tempfile.mkdtemp(prefix="bench-scale-"))
-    if opts.profile:
-        queued, domains = (int(x) for x in opts.profile.split(","))
+    if opts.profile or opts.phases:
         try:
-            profile_row(home, queued, domains, opts.seconds, opts.workers, opts.redis_server, opts.partitions)
-        finally:
-            shutil.rmtree(home, ignore_errors=True)
-        return
-    if opts.phases:
-        try:
-            print_phases(home, opts.rounds, opts.workers)
+            if opts.profile:
+                queued, domains = (int(x) for x in opts.profile.split(","))
+                profile_row(home, queued, domains, opts.seconds, opts.workers, opts.redis_server, opts.partitions)
+            else:
+                print_phases(home, opts.rounds, opts.workers)
         finally:
             shutil.rmtree(home, ignore_errors=True)
         return
