@@ -7,8 +7,10 @@ A seed that is not one of those raises :class:`BadSeed` with the reason.
 
 from __future__ import annotations
 
+import inspect
 import json
-from collections.abc import Sequence
+import types
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -102,6 +104,19 @@ def parse_seed(raw: bytes | str, max_bytes: int = 8192) -> Seed:
     if "method" in data:
         data["method"] = data["method"].upper()
     return Seed(**data)
+
+
+def seed_callback(spider: Any, name: str) -> Callable[..., Any]:
+    """The method a JSON seed's ``callback`` names: a public method defined on the spider's class (``spider``: the
+    spider, or its class for the crawlhub command's check before a push). The frontier stores a callback by name,
+    for any worker to run: a static or class method (``close``, ``from_crawler``), an attribute, a private name
+    cannot be, and a seed naming one raises :class:`BadSeed` (it would otherwise stay in one worker's memory, and
+    fail there)."""
+    cls = spider if isinstance(spider, type) else type(spider)
+    found = inspect.getattr_static(cls, name, None) if name.isidentifier() and not name.startswith("_") else None
+    if not isinstance(found, types.FunctionType):
+        raise BadSeed(f"callback {name!r} is not a method of spider {getattr(cls, 'name', cls.__name__)!r}")
+    return getattr(spider, name)  # type: ignore[no-any-return]
 
 
 # -- the seeds key in Redis: a list (LPUSH, crawlhub's and scrapy-redis' default), a set (SADD,

@@ -45,7 +45,7 @@ from crawlhub.frontier.keys import Keys
 from crawlhub.habits import ATTRIBUTES
 from crawlhub.meta import SEED_HOST
 from crawlhub.revisit.sitemaps import SitemapMixin
-from crawlhub.seeds import BadSeed, WrongSeedKey, parse_seed, pop_seeds, push_seeds
+from crawlhub.seeds import BadSeed, WrongSeedKey, parse_seed, pop_seeds, push_seeds, seed_callback
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -182,11 +182,7 @@ class CrawlhubSpider(SitemapMixin, Spider):
         if seed.sitemap:
             self.crawler.stats.inc_value("seeds/accepted")
             return self.sitemap_request(seed.url, meta=seed.meta, priority=seed.priority)
-        callback = None
-        if seed.callback:
-            callback = getattr(self, seed.callback, None)
-            if seed.callback.startswith("_") or not callable(callback):
-                raise BadSeed(f"callback {seed.callback!r} is not a method of spider {self.name!r}")
+        callback = seed_callback(self, seed.callback) if seed.callback else None
         meta = dict(seed.meta)
         meta.setdefault(SEED_HOST, urlsplit(seed.url).hostname)
         self.crawler.stats.inc_value("seeds/accepted")

@@ -31,6 +31,16 @@ def settings(spider: str | None = None) -> Settings:
     return current if spider is None else spider_settings(current, spider)  # type: ignore[return-value]
 
 
+def spider_class(name: str) -> type | None:
+    """The project's spider class named ``name``; None when the project has none of that name."""
+    from scrapy.spiderloader import get_spider_loader
+
+    try:
+        return get_spider_loader(settings()).load(name)
+    except KeyError:
+        return None
+
+
 def connect() -> redis.Redis:
     """Redis, or exit 3 with why (the CLI waits at most 3 s for it)."""
     from crawlhub.connection import BadURL, Unreachable, connect_redis

@@ -8,9 +8,18 @@ from typing import IO
 
 import click
 
-from crawlhub.cli._common import BadInput, check_spider, connect, keys, settings, shown_seed, spider_or_leftover
+from crawlhub.cli._common import (
+    BadInput,
+    check_spider,
+    connect,
+    keys,
+    settings,
+    shown_seed,
+    spider_class,
+    spider_or_leftover,
+)
 from crawlhub.frontier import control
-from crawlhub.seeds import BadSeed, WrongSeedKey, parse_seed, push_seeds
+from crawlhub.seeds import BadSeed, WrongSeedKey, parse_seed, push_seeds, seed_callback
 
 
 @click.command()
@@ -25,9 +34,14 @@ def seed(spider: str, seeds: tuple[str, ...], file: IO[str] | None, priority: in
     if not raws:
         raise BadInput("no seeds given (arguments or --file)")
     good, bad = [], []
+    spidercls: type | None = None
     for raw in raws:
         try:
             parsed = parse_seed(raw, current.getint("SEED_MAX_BYTES"))
+            if parsed.callback:  # checked as its workers will check it: a method the frontier can store by name
+                spidercls = spidercls or spider_class(spider)
+                if spidercls is not None:
+                    seed_callback(spidercls, parsed.callback)
         except BadSeed as exc:
             bad.append(f"refused {raw[:100]!r}: {exc}")
             continue

@@ -32,6 +32,11 @@ def test_seed_status_bad_seeds_and_reset(env, redis_client):
     assert out.returncode == 2, "a refused seed makes the command fail (bad input)"
     assert "refused 'ftp://nope': scheme 'ftp'" in out.stderr and "nothing pushed" in out.stderr
     assert redis_client.llen("scrapeme:start_urls") == 0
+    # a callback is checked as the workers check it (crawlhub.seeds.seed_callback), on the spider's class
+    close = '{"url": "https://s.example/", "callback": "close"}'
+    out = run([*CRAWLHUB, "seed", "scrapeme", good[0], close, '{"url": "https://s.example/", "callback": "parse"}'], env)
+    assert out.returncode == 2 and f"refused {close!r}: callback 'close' is not a method of spider 'scrapeme'" in out.stderr
+    assert "1 of 3 seed(s) refused; nothing pushed" in out.stderr and redis_client.llen("scrapeme:start_urls") == 0
     out = run([*CRAWLHUB, "seed", "scrapeme", *good], env)
     assert "pushed 2 seed(s) to scrapeme:start_urls" in out.stdout
     assert redis_client.llen("scrapeme:start_urls") == 2

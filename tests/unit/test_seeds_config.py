@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
+import scrapy
 
 from crawlhub.config import SettingError, apply_env_overrides, coerce, redact_url
-from crawlhub.seeds import BadSeed, parse_seed
+from crawlhub.seeds import BadSeed, parse_seed, seed_callback
 
 
 def test_plain_url_seed():
@@ -36,6 +39,40 @@ def test_bad_seeds(raw, reason):
     with pytest.raises(BadSeed, match=None) as info:
         parse_seed(raw)
     assert reason in str(info.value)
+
+
+class _Shop(scrapy.Spider):
+    name = "shop"
+    listing = "not callable"
+
+    def parse_product(self, response):
+        return None
+
+    @staticmethod
+    def helper(response):
+        return None
+
+    def _private(self, response):
+        return None
+
+
+@pytest.mark.parametrize("owner", [_Shop, _Shop()], ids=["class", "instance"])
+def test_a_seeds_callback_is_a_public_method_of_the_spiders_class(owner):
+    """What the frontier can store by name and any worker run: a method defined on the spider's class (the crawlhub
+    command checks the class before a push, the worker its spider). A static or class method (Scrapy's own
+    ``close`` and ``from_crawler``) cannot be stored by name: a seed naming one is refused, not kept in one
+    worker's memory."""
+    found = seed_callback(owner, "parse_product")
+    assert found == owner.parse_product and (isinstance(owner, type) or found.__self__ is owner)
+    assert seed_callback(owner, "parse") == owner.parse  # scrapy.Spider's own, inherited
+    for name in ("close", "from_crawler", "update_settings", "helper", "listing", "_private", "__init__", "no_such",
+                 "parse_product.__call__", ""):
+        with pytest.raises(BadSeed, match=f"callback '{re.escape(name)}' is not a method of spider 'shop'"):
+            seed_callback(owner, name)
+    # what passes can be stored: the request's callback goes into the frontier's JSON by name
+    if not isinstance(owner, type):
+        request = scrapy.Request("https://s.example/", callback=seed_callback(owner, "parse_product"))
+        assert request.to_dict(spider=owner)["callback"] == "parse_product"
 
 
 def test_seed_size_limit():
