@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +31,10 @@ JSON_SEED_KEYS = {
     "dont_filter": bool,
     "sitemap": str,  # instead of "url": a robots.txt, sitemap index or sitemap whose pages feed the crawl
 }
+
+
+# an HTTP method is a token (RFC 9110, 9.1 and 5.6.2)
+METHOD_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 
 
 class BadSeed(ValueError):
@@ -103,6 +108,8 @@ def parse_seed(raw: bytes | str, max_bytes: int = 8192) -> Seed:
     data["url"] = check_url(data["url"])
     if "method" in data:
         data["method"] = data["method"].upper()
+        if not METHOD_TOKEN.fullmatch(data["method"]):  # (else the download fails, every retry, or sends it as is)
+            raise BadSeed(f"'method' {data['method'][:40]!r} is not an HTTP method (a token such as GET or POST)")
     return Seed(**data)
 
 

@@ -19,6 +19,7 @@ def test_plain_url_seed():
 def test_json_seed():
     seed = parse_seed('{"url": "https://q.example/", "meta": {"job": 1}, "priority": 5, "method": "post"}')
     assert (seed.url, seed.meta, seed.priority, seed.method) == ("https://q.example/", {"job": 1}, 5, "POST")
+    assert parse_seed('{"url": "https://q.example/", "method": "PROPFIND"}').method == "PROPFIND"
 
 
 @pytest.mark.parametrize(
@@ -33,6 +34,9 @@ def test_json_seed():
         ('{"url": "http://x.org/", "priority": true}', "'priority' must be a JSON int"),
         ('["http://x.org/"]', "must be an object"),
         ('{"url": "http://x.org/", "formdata": {}}', "unknown keys ['formdata']"),
+        ('{"url": "http://x.org/", "method": "GET /x HTTP/1.1\\r\\nHost: y"}', "is not an HTTP method"),
+        ('{"url": "http://x.org/", "method": ""}', "'method' '' is not an HTTP method"),
+        ('{"url": "http://x.org/", "method": "post it"}', "'method' 'POST IT' is not an HTTP method"),
     ],
 )
 def test_bad_seeds(raw, reason):
