@@ -19,7 +19,6 @@ usual.
 
 from __future__ import annotations
 
-import logging
 import re
 import time
 from collections.abc import Iterable, Iterator
@@ -38,8 +37,6 @@ from crawlhub.components import frontier_of
 
 if TYPE_CHECKING:
     from pymongo import UpdateOne
-
-logger = logging.getLogger(__name__)
 
 
 class LastModified:
@@ -74,6 +71,12 @@ def parse_lastmod(value: str | None) -> float | None:
     return when.timestamp()
 
 
+class SitemapError(ValueError):
+    """A sitemap request that gives no sitemap (an HTML page where the sitemap was, a broken gzip, a robots.txt with no
+    ``Sitemap:`` line): its callback raises it, so the request ends in the DLQ with the reason (`crawlhub dlq list`;
+    requeued once the site is fixed) instead of ending as a page that had nothing to say."""
+
+
 class SitemapMixin:
     sitemap_urls: Iterable[str] = ()
     sitemap_rules: Iterable[tuple[str | re.Pattern[str], str]] = (("", "parse"),)
@@ -94,15 +97,17 @@ class SitemapMixin:
     def parse_sitemap(self, response: Response) -> Iterator[Request]:
         """A robots.txt (its Sitemap: lines), a sitemap index (its sitemaps) or a sitemap (its pages)."""
         if response.url.endswith("/robots.txt"):
-            for url in Protego.parse(response.body.decode("utf-8", "replace")).sitemaps:
+            sitemaps = list(Protego.parse(response.body.decode("utf-8", "replace")).sitemaps)
+            if not sitemaps:
+                raise self._invalid(f"{response.url} has no Sitemap: line")
+            for url in sitemaps:
                 yield self.sitemap_request(response.urljoin(url))
             return
         body = self.sitemap_body(response)
         sitemap = Sitemap(body) if body else None
         if sitemap is None or sitemap.type not in ("sitemapindex", "urlset"):
-            logger.warning("Ignoring %s: not a sitemap", response.url)
-            self.crawler.stats.inc_value("sitemap/invalid")  # type: ignore[attr-defined]
-            return
+            kind = (response.headers.get("Content-Type") or b"no Content-Type").decode("latin-1")
+            raise self._invalid(f"{response.url} is not a sitemap ({kind}, {len(response.body)} bytes)")
         follow = [re.compile(x) if isinstance(x, str) else x for x in self.sitemap_follow]
         rules = [(re.compile(r) if isinstance(r, str) else r, c) for r, c in self.sitemap_rules]
         lastmods: list[LastModified] = []
@@ -122,6 +127,11 @@ class SitemapMixin:
                     lastmods.append(LastModified(self.name, fp, lastmod, 0.0))  # type: ignore[attr-defined]
                 yield request
         self._record_lastmods(lastmods)
+
+    def _invalid(self, reason: str) -> SitemapError:
+        """The error a sitemap request that gives no sitemap raises (counted as ``sitemap/invalid``)."""
+        self.crawler.stats.inc_value("sitemap/invalid")  # type: ignore[attr-defined]
+        return SitemapError(reason)
 
     def _locs(self, entry: dict[str, Any]) -> Iterator[str]:
         if entry.get("loc"):
@@ -148,9 +158,8 @@ class SitemapMixin:
         if gzip_magic_number(response):
             try:
                 return gunzip(response.body, max_size=self.crawler.settings.getint("DOWNLOAD_MAXSIZE"))  # type: ignore[attr-defined]
-            except Exception as exc:  # noqa: BLE001 - too large or broken: said, never fatal
-                logger.warning("Ignoring %s: cannot gunzip (%s)", response.url, exc)
-                return None
+            except Exception as exc:  # noqa: BLE001 - too large or broken: the request's end, with the reason
+                raise self._invalid(f"{response.url} cannot be gunzipped: {exc}") from None
         if response.url.endswith((".xml", ".xml.gz")):
             return response.body
         return None

@@ -134,6 +134,44 @@ def test_sitemaps_feed_the_crawl_and_a_newer_lastmod_makes_a_page_due(env, site,
     assert len(sitemap_reads) >= 3 and {h.status for h in sitemap_reads} >= {200, 304}, "sitemaps are revisited"
 
 
+def test_a_sitemap_that_gives_no_sitemap_ends_in_the_dlq_with_the_reason(env, site, redis_client, mongo_db, tmp_path):
+    """Sitemap seeds where the site answers with no sitemap (an HTML page where the sitemap was, a broken gzip, a
+    robots.txt with no Sitemap: line) end in the DLQ with the reason, not as pages that had nothing to say; the
+    sitemap that is one feeds the crawl, and a letter requeued once the site is fixed is crawled."""
+    import gzip
+
+    from tests.harness import run_workers
+
+    pages = shop_pages(8, 4)
+    shop = site(pages)
+    urlset = ('<?xml version="1.0" encoding="UTF-8"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+              f"<url><loc>{shop.url}/shop/</loc></url></urlset>")
+    shop.pages.update({
+        "/sitemap.xml": (200, "application/xml", urlset, {}),
+        "/soft404.xml": (200, "text/html", "<html><body><h1>Page not found</h1></body></html>", {}),
+        "/broken.xml.gz": (200, "application/x-gzip", gzip.compress(urlset.encode())[:40], {}),
+        "/robots.txt": (200, "text/plain", "User-agent: *\nAllow: /\n", {}),
+    })
+    bad = {"/soft404.xml": "is not a sitemap (text/html", "/broken.xml.gz": "cannot be gunzipped",
+           "/robots.txt": "has no Sitemap: line"}
+    redis_client.lpush("scrapeme:start_urls", *(json.dumps({"sitemap": f"{shop.url}{p}"}) for p in ["/sitemap.xml", *bad]))
+    (worker,) = run_workers("scrapeme", env, tmp_path, 1)
+    letters = {json.loads(r)["url"]: json.loads(r) for r in redis_client.lrange("scrapeme:dlq", 0, -1)}
+    assert set(letters) == {f"{shop.url}{p}" for p in bad}, letters
+    for path, reason in bad.items():
+        assert "SitemapError" in letters[f"{shop.url}{path}"]["error"] and reason in letters[f"{shop.url}{path}"]["error"]
+    assert mongo_db.products.count_documents({}) == 8  # /shop/ from the sitemap, page 2 from its pagination
+    assert "'sitemap/invalid': 3" in worker.log()
+
+    # the site fixes its sitemap: the letter requeued is crawled, and leaves the DLQ
+    shop.pages["/soft404.xml"] = (200, "application/xml", urlset.replace("/shop/", "/shop/page/2/"), {})
+    index = [json.loads(r)["url"] for r in redis_client.lrange("scrapeme:dlq", 0, -1)].index(f"{shop.url}/soft404.xml")
+    assert cli(env, "dlq", "requeue", "scrapeme", str(index)).returncode == 0
+    run_workers("scrapeme", env, tmp_path, 1)
+    assert {json.loads(r)["url"] for r in redis_client.lrange("scrapeme:dlq", 0, -1)} == {
+        f"{shop.url}{p}" for p in bad if p != "/soft404.xml"}
+
+
 def test_a_refresher_killed_mid_batch_loses_and_repeats_nothing(env, site, redis_client, mongo_db, tmp_path):
     import os
     import signal
