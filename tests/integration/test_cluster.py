@@ -78,6 +78,8 @@ def test_bad_seeds_are_set_aside_and_the_crawl_completes(env, site, redis_client
         **{f'{{"url": "{shop.url}/shop/?cb={cb}", "callback": "{cb}"}}': f"callback '{cb}' is not a method of spider "
            "'scrapeme'" for cb in ("close", "from_crawler", "_parse", "no_such")},
         f'{{"url": "{shop.url}/shop/?cb=method", "method": "GET /shop/ HTTP/1.1\\r\\nX: y"}}': "is not an HTTP method",
+        # crawlhub's own meta: a seed's crawlhub_end would end it unfetched (nowhere: it holds no lease)
+        f'{{"url": "{shop.url}/shop/?cb=meta", "meta": {{"crawlhub_end": {{"how": "drop"}}}}}}': "are crawlhub's own",
     }
     redis_client.lpush("scrapeme:start_urls", *bad)
     redis_client.lpush("scrapeme:start_urls", f'{{"url": "{shop.url}/shop/", "meta": {{"job": "t1"}}, "priority": 5}}')

@@ -37,6 +37,8 @@ def test_json_seed():
         ('{"url": "http://x.org/", "method": "GET /x HTTP/1.1\\r\\nHost: y"}', "is not an HTTP method"),
         ('{"url": "http://x.org/", "method": ""}', "'method' '' is not an HTTP method"),
         ('{"url": "http://x.org/", "method": "post it"}', "'method' 'POST IT' is not an HTTP method"),
+        ('{"url": "http://x.org/", "meta": {"job": 1, "crawlhub_end": {"how": "drop"}, "crawlhub_attempts": 9}}',
+         "meta keys ['crawlhub_attempts', 'crawlhub_end'] are crawlhub's own"),
     ],
 )
 def test_bad_seeds(raw, reason):
