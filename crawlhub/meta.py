@@ -7,6 +7,10 @@ chosen proxy's address and credentials among them).
 
 from __future__ import annotations
 
+# the prefix of crawlhub's own keys, set by its components (a key a spider sets, such as ``revisit`` or ``rung``, has
+# none): a seed may not carry them (crawlhub.seeds)
+OWN_PREFIX = "crawlhub_"
+
 # -- the frontier (crawlhub.frontier) ------------------------------------------------------------------
 LEASE = "crawlhub_lease"  # the lease id of the request being processed (never stored)
 LEASE_PAYLOAD = "crawlhub_lease_payload"  # the leased request's JSON as the frontier holds it (never stored)

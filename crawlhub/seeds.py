@@ -18,6 +18,8 @@ from urllib.parse import urlsplit
 
 import redis
 
+from crawlhub.meta import OWN_PREFIX
+
 # Keys a JSON seed may carry, with their JSON types.
 JSON_SEED_KEYS = {
     "url": str,
@@ -33,8 +35,6 @@ JSON_SEED_KEYS = {
 }
 
 
-# the prefix of crawlhub's own request meta keys (crawlhub.meta): set by its components, refused in a seed
-OWN_META = "crawlhub_"
 # an HTTP method is a token (RFC 9110, 9.1 and 5.6.2)
 METHOD_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 
@@ -105,7 +105,7 @@ def parse_seed(raw: bytes | str, max_bytes: int = 8192) -> Seed:
         # bool is an int in Python; a priority of true is still a mistake
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
             raise BadSeed(f"'{key}' must be a JSON {kind.__name__}, got {type(value).__name__}")
-    own = sorted(key for key in data.get("meta", {}) if key.startswith(OWN_META))
+    own = sorted(key for key in data.get("meta", {}) if key.startswith(OWN_PREFIX))
     if own:  # (a seed's crawlhub_end would end it unfetched; its crawlhub_attempts would count failures it never had)
         raise BadSeed(f"meta keys {own} are crawlhub's own (its components set them), not a seed's")
     if "sitemap" in data:
