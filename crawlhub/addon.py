@@ -34,7 +34,7 @@ from scrapy.crawler import Crawler
 from scrapy.settings import BaseSettings, Settings
 
 from crawlhub import default_settings
-from crawlhub.config import SettingError, apply_env_overrides
+from crawlhub.config import SettingError, apply_env_overrides, check_settings
 from crawlhub.habits import translate
 from crawlhub.roles import BROWSER, IMPERSONATE, IMPERSONATE_HANDLER, declared, is_scrapy_handler
 
@@ -180,3 +180,8 @@ class Addon:
         spidercls = getattr(self.crawler, "spidercls", None)
         if spidercls is not None:
             apply_spider(settings, spidercls)
+        problems = check_settings(settings)  # the spider's and the command line's own in too
+        if problems:
+            from scrapy.exceptions import UsageError
+
+            raise UsageError("; ".join(problems))

@@ -87,12 +87,13 @@ class Commands(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         from crawlhub.cli._common import ServiceDown
+        from crawlhub.config import SettingError
         from crawlhub.connection import BadURL
         from crawlhub.services import NoProject, ServiceError
 
         try:
             return super().invoke(ctx)
-        except (BadURL, NoProject) as exc:
+        except (BadURL, NoProject, SettingError) as exc:
             raise BadInput(str(exc)) from None
         except ServiceError as exc:  # an embedded server that cannot start
             raise ServiceDown(str(exc)) from None

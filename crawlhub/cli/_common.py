@@ -9,6 +9,7 @@ from scrapy.settings import Settings
 from crawlhub import services
 from crawlhub._utils.urls import domain_of
 from crawlhub.addon import known_spiders, spider_settings, tool_settings
+from crawlhub.config import check_settings
 from crawlhub.frontier.keys import Keys
 
 
@@ -28,7 +29,12 @@ def settings(spider: str | None = None) -> Settings:
     """The project's settings; with ``spider``, as that spider's workers have them (its ``custom_settings`` and
     ``redis_key``: the keys it reads), when the project has it."""
     current = tool_settings()
-    return current if spider is None else spider_settings(current, spider)  # type: ignore[return-value]
+    if spider is not None:
+        current = spider_settings(current, spider)  # type: ignore[assignment]
+    problems = check_settings(current)  # as a worker would refuse them (crawlhub.commands.crawl)
+    if problems:
+        raise BadInput("; ".join(problems))
+    return current
 
 
 def spider_class(name: str) -> type | None:

@@ -1,6 +1,8 @@
 """`scrapy crawl` that first checks what would make a worker fail at once, or crawl wrongly without a word
 (see crawlhub.commands): each problem is one line on stderr and exit code 2, before anything is fetched.
 
+* the settings read (an environment variable that is not of its setting's type) and are within their ranges
+  (crawlhub.config.check_settings: a FRONTIER_PARTITIONS of -3, a LEASE_TTL of 0);
 * Redis answers (address, password; a malformed REDIS_URL is named);
 * this worker's duplicate-filter settings are those of the crawl;
 * scrapy-redis settings crawlhub cannot honour (crawlhub.habits);
@@ -18,7 +20,8 @@ from typing import Any
 
 from scrapy.commands.crawl import Command as _Base
 
-from crawlhub.addon import worker_settings
+from crawlhub.addon import install, worker_settings
+from crawlhub.config import SettingError, check_settings
 from crawlhub.connection import BadURL, CommandCounter, Unreachable, check_mongo, connect_redis, hand_over
 from crawlhub.frontier.dupefilter import FilterMismatch, make_filter
 from crawlhub.revisit.policy import BadDuration, RevisitPolicy
@@ -33,6 +36,15 @@ class Refused(Exception):
 class Command(_Base):
     # the Redis client the checks connected, left to the crawler Scrapy makes next (its scheduler takes it over)
     checked: tuple[Any, Any, CommandCounter] | None = None
+
+    def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
+        super().process_options(args, opts)
+        assert self.settings is not None
+        try:  # before Scrapy builds its crawler process, whose add-on hook would raise it as a traceback
+            install(self.settings.copy())
+        except SettingError as exc:
+            print(f"crawlhub: {exc}", file=sys.stderr)
+            sys.exit(2)
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         assert self.settings is not None
@@ -64,7 +76,7 @@ class Command(_Base):
         except KeyError:
             return  # Scrapy says so itself
         settings = worker_settings(self.settings, spidercls)  # as the crawl will have them
-        refused = settings.getlist("CRAWLHUB_REFUSED")
+        refused = settings.getlist("CRAWLHUB_REFUSED") + check_settings(settings)
         if refused:
             raise Refused("\ncrawlhub: ".join(refused))
         RevisitPolicy.for_spider(spidercls, settings)

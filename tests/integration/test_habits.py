@@ -76,6 +76,10 @@ def test_what_crawlhub_cannot_honour_stops_the_worker_in_one_line(env, tmp_path)
         (["generic"], {**env, "MONGO_URI": "mongodb://crawler:p%zz@127.0.0.1:27017/"}, "is not a MongoDB URI"),
         (["generic"], {**env, "MONGO_URI": f"mongodb://127.0.0.1:{down}/", "MONGO_STARTUP_WAIT": "1"},
          "cannot reach MongoDB"),
+        # a setting out of its range, from the environment or the command line; one that is not of its type
+        (["generic"], {**env, "FRONTIER_PARTITIONS": "-3"}, "FRONTIER_PARTITIONS=-3: must be 1 or more"),
+        (["generic", "-s", "LEASE_TTL=0"], env, "setting LEASE_TTL = '0': must be more than 0"),
+        (["generic"], {**env, "CONCURRENT_REQUESTS": "2.5"}, "environment variable CONCURRENT_REQUESTS='2.5'"),
     ]
     for args, with_env, said in cases:
         done = scrapy(with_env, "crawl", *args)
@@ -84,5 +88,9 @@ def test_what_crawlhub_cannot_honour_stops_the_worker_in_one_line(env, tmp_path)
         assert "Traceback" not in done.stderr and "Topology Description" not in done.stderr, done.stderr[-3000:]
         assert "p%zz" not in done.stderr, "the password is never shown"
         assert "Spider opened" not in done.stderr, "nothing was crawled"
+    for bad in ({"FRONTIER_PARTITIONS": "-3"}, {"FRONTIER_PARTITIONS": "abc"}):  # the crawlhub command refuses them too
+        told = cli({**env, **bad}, "status", "generic")
+        assert told.returncode == 2 and "FRONTIER_PARTITIONS=" in told.stderr, told.stderr[-3000:]
+        assert "Traceback" not in told.stderr, told.stderr[-3000:]
     waiting = scrapy({**env, "REDIS_URL": f"redis://127.0.0.1:{down}/0", "REDIS_STARTUP_WAIT": "2"}, "crawl", "generic")
     assert waiting.returncode == 2 and "waiting up to 2s for it (REDIS_STARTUP_WAIT)" in waiting.stderr, waiting.stderr

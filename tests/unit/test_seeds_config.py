@@ -6,8 +6,12 @@ import re
 
 import pytest
 import scrapy
+from scrapy.crawler import Crawler
+from scrapy.exceptions import UsageError
+from scrapy.settings import Settings
 
-from crawlhub.config import SettingError, apply_env_overrides, coerce, redact_url
+from crawlhub.addon import install
+from crawlhub.config import BOUNDS, SettingError, apply_env_overrides, check_settings, coerce, redact_url
 from crawlhub.seeds import BadSeed, parse_seed, seed_callback
 
 
@@ -102,6 +106,71 @@ def test_an_empty_variable_is_an_empty_dict_or_list():
 def test_env_override_errors_name_the_variable(raw, default):
     with pytest.raises(SettingError, match="environment variable X="):
         coerce("X", raw, default)
+
+
+def settings_with(environ: dict[str, str] | None = None, **values) -> Settings:
+    settings = Settings()
+    install(settings, environ or {})
+    for name, value in values.items():
+        settings.set(name, value, "cmdline")
+    return settings
+
+
+def test_the_defaults_and_the_edges_of_each_range_pass():
+    assert check_settings(settings_with()) == []
+    edges = {"FRONTIER_PARTITIONS": "1", "LEASE_TTL": "0.001", "RETRY_TIMES": 0, "FRONTIER_LEASE_AHEAD": "-1",
+             "DOMAIN_RECOVERY": 1, "QUALITY_PAGE_MIN_SHARE": "0", "BROWSER_MARK_RATIO": 1.0, "METRICS_PORT": 65535,
+             "DUPEFILTER_BLOOM_ERROR_RATE": "0.5", "CONCURRENT_REQUESTS": 2.0, "LEASE_MAINTENANCE_INTERVAL": 0.0005}
+    assert check_settings(settings_with(**edges)) == []
+
+
+@pytest.mark.parametrize(("name", "value", "said"), [
+    ("FRONTIER_PARTITIONS", "-3", "setting FRONTIER_PARTITIONS = '-3': must be 1 or more"),
+    ("FRONTIER_PARTITIONS", 0, "must be 1 or more"),
+    ("LEASE_TTL", 0, "LEASE_TTL = 0: must be more than 0"),
+    ("CONCURRENT_REQUESTS", "2.5", "must be a whole number"),
+    ("CONCURRENT_REQUESTS", "many", "not a number"),
+    ("MONGO_BATCH_SIZE", "inf", "must be a whole number"),
+    ("RETRY_TIMES", -1, "must be 0 or more"),
+    ("FRONTIER_LEASE_AHEAD", -2, "must be -1 or more"),
+    ("DUPEFILTER_BLOOM_ERROR_RATE", 1, "must be more than 0 and less than 1"),
+    ("DOMAIN_RECOVERY", 0, "must be more than 0 and at most 1"),
+    ("QUALITY_PAGE_MIN_SHARE", "1.5", "must be from 0 to 1"),
+    ("METRICS_PORT", 70000, "must be from 0 to 65535"),
+    ("LEASE_TTL", "nan", "must be more than 0"),
+])
+def test_a_setting_out_of_its_range_is_named_with_its_value(name, value, said):
+    (problem,) = check_settings(settings_with(**{name: value}))
+    assert said in problem and problem.startswith(f"setting {name} = ")
+
+
+def test_a_bad_value_from_the_environment_says_so_and_every_problem_is_listed():
+    problems = check_settings(settings_with({"FRONTIER_PARTITIONS": "-3", "LEASE_TTL": "0"}, MONGO_BATCH_SIZE=0))
+    assert sorted(problems) == ["environment variable FRONTIER_PARTITIONS=-3: must be 1 or more",
+                        "environment variable LEASE_TTL=0.0: must be more than 0",
+                        "setting MONGO_BATCH_SIZE = 0: must be 1 or more"]
+
+
+def test_a_lease_outlives_the_time_between_its_renewals():
+    assert check_settings(settings_with(LEASE_TTL=2, LEASE_MAINTENANCE_INTERVAL=1)) == []
+    (problem,) = check_settings(settings_with(LEASE_TTL=1.5, LEASE_MAINTENANCE_INTERVAL=1))
+    assert problem.startswith("LEASE_TTL (1.5) must be at least twice LEASE_MAINTENANCE_INTERVAL (1)")
+
+
+def test_every_bounded_setting_is_one_of_crawlhubs():
+    from crawlhub import default_settings
+
+    assert [name for name in BOUNDS if not hasattr(default_settings, name)] == []
+
+
+def test_the_addon_refuses_a_crawler_whose_settings_are_out_of_range():
+    class Spider(scrapy.Spider):
+        name = "t_bounds"
+        custom_settings = {"LEASE_TTL": 0}
+
+    crawler = Crawler(Spider, {"ADDONS": {"crawlhub.Addon": 0}})
+    with pytest.raises(UsageError, match="setting LEASE_TTL = 0: must be more than 0"):
+        crawler._apply_settings()
 
 
 def test_redact_url():
