@@ -183,20 +183,22 @@ class CrawlhubSpider(SitemapMixin, Spider):
             self.crawler.stats.inc_value("seeds/accepted")
             return self.sitemap_request(seed.url, meta=seed.meta, priority=seed.priority)
         callback = seed_callback(self, seed.callback) if seed.callback else None
-        meta = dict(seed.meta)
-        meta.setdefault(SEED_HOST, urlsplit(seed.url).hostname)
         self.crawler.stats.inc_value("seeds/accepted")
-        return Request(
+        request = Request(
             seed.url,
             callback=callback,
             method=seed.method,
             headers=seed.headers or None,
             body=seed.body or None,
-            meta=meta,
+            meta=dict(seed.meta),
             priority=seed.priority,
             cb_kwargs=seed.cb_kwargs,
             dont_filter=seed.dont_filter,
         )
+        # the host as the request's URL has it (Scrapy's: an internationalised name in its IDNA form, as every link's
+        # is), not as the seed spells it: else no link of bücher.example would be on the seed's host
+        request.meta.setdefault(SEED_HOST, urlsplit(request.url).hostname)
+        return request
 
     def reject_seed(self, raw: bytes, reason: str) -> None:
         self._configure()

@@ -26,6 +26,11 @@ def test_domain_of():
     assert domain_of("http://user:secret@example.com/a") == "example.com"
     assert domain_of("http://127.0.0.1:5000/") == "127.0.0.1:5000"
     assert domain_of("data:,hello") == "?"
+    # an internationalised name: its IDNA form, as Scrapy's request URL has it; `crawlhub limits set` keys it so too
+    from crawlhub.cli._common import domain
+
+    assert domain_of("https://BÜCHER.example:8443/a") == "xn--bcher-kva.example:8443"
+    assert domain("bücher.example") == domain("http://xn--bcher-kva.example/") == "xn--bcher-kva.example"
 
 
 def test_parse_rate_and_limits():

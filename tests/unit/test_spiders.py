@@ -144,3 +144,22 @@ def test_an_idle_worker_looks_at_every_partition_once_more_before_it_closes(monk
     left[0] = False
     assert not idle_check(3), "a wait not over"
     assert idle_check(8.5), "nothing left at the last look: it closes"
+
+
+def test_a_seed_with_an_internationalised_host_follows_its_own_links():
+    """Scrapy keeps a request's host in its IDNA form (bücher.example -> xn--bcher-kva.example): the seed's host is
+    taken from its request, so the site's links are on it, and its politeness key is the one the requests have."""
+    from scrapy.http import HtmlResponse
+
+    from crawlhub._utils.urls import domain_of
+
+    spider = make_spider(GenericSpider)
+    seed = spider.make_request_from_seed("http://Bücher.example/start".encode())
+    assert seed.url == "http://xn--bcher-kva.example/start" and seed.meta[SEED_HOST] == "xn--bcher-kva.example"
+    assert domain_of("http://bücher.example/x") == domain_of(seed.url) == "xn--bcher-kva.example"
+    body = ('<a href="/a">a</a> <a href="http://bücher.example/b">b</a> <a href="http://xn--bcher-kva.example/c">c</a>'
+            ' <a href="http://other.example/d">d</a>')
+    response = HtmlResponse(seed.url, body=body.encode(), encoding="utf-8", request=seed)
+    followed = {r.url for r in spider.follow_links(response, response.css("a::attr(href)").getall())}
+    assert followed == {f"http://xn--bcher-kva.example/{p}" for p in "abc"}
+    assert spider.crawler.stats.get_value("follow/offsite_skipped") == 1
