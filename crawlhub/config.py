@@ -87,9 +87,10 @@ def redact_url(url: str | None) -> str:
 
 
 # The ranges of crawlhub's numeric settings (and the few of Scrapy's that crawlhub reads) outside which a worker would
-# fail later with a traceback, or crawl wrongly without a word: a LEASE_TTL of 0 lets every lease expire while its
-# page downloads (fetched twice), a CONCURRENT_REQUESTS of 0 leases pages the downloader never takes. name: (lowest,
-# lowest allowed?, highest or None, highest allowed?); an integer setting (its default an int) must be a whole number.
+# fail later with a traceback, or crawl wrongly without a word: a LEASE_TTL of 0 divides by zero in the reclaim, a
+# FRONTIER_PARTITIONS of 0 fails the scheduler's open, a CONCURRENT_REQUESTS of 0 (no limit, to Scrapy's downloader)
+# leases one request a round (the frontier leases the downloader's free slots). name: (lowest, lowest allowed?,
+# highest or None, highest allowed?); an integer setting (its default an int) must be a whole number.
 _AT_LEAST_1 = (1, True, None, True)
 _POSITIVE = (0, False, None, True)
 _NOT_NEGATIVE = (0, True, None, True)
