@@ -4,6 +4,7 @@ Seed: redis-cli lpush scrapeme:start_urls https://scrapeme.live/shop/
 Reads the listing pages only (li.product) and follows pagination.
 """
 
+from crawlhub.extract import image_url
 from crawlhub.spider import CrawlhubSpider
 from spiders.items import Product
 
@@ -20,7 +21,7 @@ class ScrapemeSpider(CrawlhubSpider):
                 name=product.css("h2::text").get(),
                 price=price[:1].xpath("string()").get(),
                 url=product.css("a.woocommerce-LoopProduct-link::attr(href), a::attr(href)").get(),
-                image_url=product.css("img::attr(src)").get(),
+                image_url=image_url(product),  # a lazy-loading theme keeps it in data-src & co.
                 source_url=response.url,
             )
         pages = response.css(".woocommerce-pagination a.page-numbers::attr(href)").getall()

@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import re
 import time
 
+import pytest
+from parsel import Selector
 from scrapy import Request
+from scrapy.http import HtmlResponse
 
+from crawlhub.extract import image_url
 from crawlhub.items import Page
 from crawlhub.pipelines.clean import CleanPipeline
+from crawlhub.pipelines.validate import field_problems
 from crawlhub.spider import SEED_HOST
 from spiders.generic import GenericSpider
 from spiders.items import Product, Quote
 from spiders.quotes import QuotesSpider
 from spiders.scrapeme import ScrapemeSpider
-from tests.helpers import fixture_response, make_spider
+from tests.helpers import FIXTURES, fixture_response, make_spider
 
 
 def split(results):
@@ -53,6 +59,53 @@ def test_scrapeme_items_after_cleaning():
         ("Weedle", "1025.00", "GBP", "scrapeme.live"),
         ("Kakuna", "99.50", "GBP", "scrapeme.live"),
     ]
+
+
+# how lazy-loading plugins and themes rewrite a WooCommerce listing's <img src="URL" ...>: a placeholder in src,
+# the image elsewhere (the browser's script swaps it in)
+SVG = "data:image/svg+xml,%3Csvg%20xmlns='http://www.w3.org/2000/svg'%20viewBox='0%200%20324%20324'%3E%3C/svg%3E"
+GIF = "data:image/gif;base64,R0lGODlhAQABAAAAACH5BAEKAAEALAAAAAABAAEAAAICTAEAOw=="
+LAZY_THEMES = {
+    "wp-rocket": lambda m: f'<img src="{SVG}" data-lazy-src="{m[1]}"{m[2]}><noscript><img src="{m[1]}"{m[2]}></noscript>',
+    "lazysizes": lambda m: f'<img src="{GIF}" data-src="{m[1]}" data-srcset="{m[1]} 350w"{m[2]}>',
+    "a3-lazy-load": lambda m: f'<img src="//scrapeme.live/wp-content/plugins/a3-lazy-load/assets/images/'
+                              f'lazy_placeholder.gif" data-lazy-type="image" data-src="{m[1]}"{m[2]}>',
+    "jquery-lazyload": lambda m: f'<img data-original="{m[1]}"{m[2]}>',
+    "noscript copy only": lambda m: f'<img src="{GIF}"{m[2]}><noscript><img src="{m[1]}"></noscript>',
+    "srcset only": lambda m: f'<img srcset="{m[1]} 350w, https://scrapeme.live/small.png 150w"{m[2]}>',
+}
+
+
+@pytest.mark.parametrize("theme", LAZY_THEMES)
+def test_scrapeme_reads_the_image_a_lazy_loading_theme_hides(theme):
+    """The same listing with its images lazy-loaded: every product keeps its image URL, and passes validation (a
+    placeholder read from src was a data: URI, which quarantined every product of such a shop)."""
+    plain = (FIXTURES / "scrapeme_shop_page2.html").read_text()
+    lazy = re.sub(r'<img [^>]*?src="([^"]+)"([^>]*?)/?>', LAZY_THEMES[theme], plain)
+    assert lazy != plain
+    url = "https://scrapeme.live/shop/page/2/"
+
+    def products(body):
+        spider = make_spider(ScrapemeSpider)
+        spider.crawler.spider = spider
+        response = HtmlResponse(url=url, body=body.encode(), encoding="utf-8", request=Request(url))
+        clean = CleanPipeline.from_crawler(spider.crawler)
+        return [clean.process_item(i) for i in split(list(spider.parse(response)))[0]]
+
+    expected = [p.image_url for p in products(plain)]
+    assert expected[0] == "https://scrapeme.live/wp-content/uploads/2018/08/012-350x350.png"
+    items = products(lazy)
+    assert [p.image_url for p in items] == expected
+    assert [field_problems(p).get("image_url") for p in items] == [None] * len(items)
+
+
+def test_image_url_passes_over_placeholders():
+    page = Selector(text=f'<div><img src="{GIF}"><img src=" about:blank "><img src="/a.png"></div>'
+                         f'<p><img src=""></p>')
+    assert image_url(page.css("div")) == "/a.png"
+    assert image_url(page.css("p")) is None
+    assert image_url(page.css("div img")[2]) == "/a.png"
+    assert image_url(Selector(text='<img data-srcset=" /b.png 2x, /c.png 1x">')) == "/b.png"
 
 
 def test_scrapeme_follows_only_the_seed_host():
