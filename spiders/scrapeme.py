@@ -17,7 +17,10 @@ class ScrapemeSpider(CrawlhubSpider):
             # a sale shows <del>old</del> <ins>new</ins>: the price is the new one
             price = product.css(".price ins .amount") or product.css(".price .amount")
             yield Product(
-                id=product.css("a[data-product_id]::attr(data-product_id)").get(),
+                # the add-to-cart button's; a shop in catalogue mode shows none: the same WordPress post id
+                # is in the item's class (post-775)
+                id=product.css("a[data-product_id]::attr(data-product_id)").get()
+                or product.xpath("@class").re_first(r"(?:^|\s)post-(\d+)(?:\s|$)"),
                 name=product.css("h2::text").get(),
                 price=price[:1].xpath("string()").get(),
                 url=product.css("a.woocommerce-LoopProduct-link::attr(href), a::attr(href)").get(),

@@ -99,6 +99,20 @@ def test_scrapeme_reads_the_image_a_lazy_loading_theme_hides(theme):
     assert [field_problems(p).get("image_url") for p in items] == [None] * len(items)
 
 
+def test_scrapeme_product_ids_without_add_to_cart_buttons():
+    """A shop in catalogue mode (no add-to-cart button in its listing, a common theme option) keeps each product's
+    id: the same WordPress post id, from the item's class; without it every product would be quarantined."""
+    plain = (FIXTURES / "scrapeme_shop_page2.html").read_text()
+    catalogue = re.sub(r"<a [^>]*data-product_id[^>]*>.*?</a>", "", plain, flags=re.S)
+    assert "data-product_id" not in catalogue
+    url = "https://scrapeme.live/shop/page/2/"
+    ids = []
+    for body in (plain, catalogue):
+        response = HtmlResponse(url=url, body=body.encode(), encoding="utf-8", request=Request(url))
+        ids.append([p.id for p in split(list(make_spider(ScrapemeSpider).parse(response)))[0]])
+    assert ids[1] == ids[0] == ["775", "777", "779", "781"]
+
+
 def test_image_url_passes_over_placeholders():
     page = Selector(text=f'<div><img src="{GIF}"><img src=" about:blank "><img src="/a.png"></div>'
                          f'<p><img src=""></p>')
