@@ -29,7 +29,8 @@ class GenericSpider(CrawlhubSpider):
             return
         yield Page(
             url=response.url,
-            title=response.css("title::text").get(),
+            # the document's title: an inline SVG icon's <title> (in the body) is not, where a page has none of its own
+            title=response.xpath("//title[not(ancestor::svg)]/text()").get(),
             description=response.css('meta[name="description" i]::attr(content)').get(),
             h1=response.css("h1").xpath("string()").get(),
             status=response.status,

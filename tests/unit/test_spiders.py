@@ -113,6 +113,21 @@ def test_scrapeme_product_ids_without_add_to_cart_buttons():
     assert ids[1] == ids[0] == ["775", "777", "779", "781"]
 
 
+def test_generic_title_is_never_an_svg_icons():
+    """A page without a <title> of its own but with inline SVG icons (their <title> is for screen readers): the
+    stored title is none, not the first icon's name; a page with its own title keeps it, wherever it is."""
+    spider = make_spider(GenericSpider)
+    icon = "<svg viewBox='0 0 8 8'><title>Search icon</title><path d='M0 0'/></svg>"
+    titles = []
+    for body in (f"<html><head><meta charset='utf-8'></head><body>{icon}<h1>Shop</h1></body></html>",
+                 f"<html><head><title>Shop home</title></head><body>{icon}</body></html>",
+                 f"<html><body>{icon}<title>Late title</title></body></html>"):
+        response = HtmlResponse(url="https://shop.example/", body=body.encode(), encoding="utf-8",
+                                request=Request("https://shop.example/"))
+        titles.append(split(list(spider.parse(response)))[0][0].title)
+    assert titles == [None, "Shop home", "Late title"]
+
+
 def test_image_url_passes_over_placeholders():
     page = Selector(text=f'<div><img src="{GIF}"><img src=" about:blank "><img src="/a.png"></div>'
                          f'<p><img src=""></p>')
