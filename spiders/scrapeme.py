@@ -21,7 +21,8 @@ class ScrapemeSpider(CrawlhubSpider):
                 # is in the item's class (post-775)
                 id=product.css("a[data-product_id]::attr(data-product_id)").get()
                 or product.xpath("@class").re_first(r"(?:^|\s)post-(\d+)(?:\s|$)"),
-                name=product.css("h2::text").get(),
+                # WooCommerce's title class, whatever the theme makes its tag (h2, h3) or puts in it (a link)
+                name=(product.css(".woocommerce-loop-product__title") or product.css("h2, h3"))[:1].xpath("string()").get(),
                 price=price[:1].xpath("string()").get(),
                 url=product.css("a.woocommerce-LoopProduct-link::attr(href), a::attr(href)").get(),
                 image_url=image_url(product),  # a lazy-loading theme keeps it in data-src & co.

@@ -128,6 +128,23 @@ def test_generic_title_is_never_an_svg_icons():
     assert titles == [None, "Shop home", "Late title"]
 
 
+@pytest.mark.parametrize("title", [
+    r'<h3 class="woocommerce-loop-product__title">\1</h3>',  # a theme's h3
+    r'<h2 class="woocommerce-loop-product__title"><a href="#">\1</a></h2>',  # its title a link
+    r'<h2 class="woocommerce-loop-product__title"><span class="badge">\1</span></h2>',
+])
+def test_scrapeme_product_names_in_other_themes_title_markup(title):
+    plain = (FIXTURES / "scrapeme_shop_page2.html").read_text()
+    themed = re.sub(r'<h2 class="woocommerce-loop-product__title">([^<]*)</h2>', title, plain)
+    assert themed != plain
+    url = "https://scrapeme.live/shop/page/2/"
+    names = []
+    for body in (plain, themed):
+        response = HtmlResponse(url=url, body=body.encode(), encoding="utf-8", request=Request(url))
+        names.append([" ".join(p.name.split()) for p in split(list(make_spider(ScrapemeSpider).parse(response)))[0]])
+    assert names[1] == names[0] == ["Butterfree", "Weedle", "Kakuna", "Beedrill"]
+
+
 def test_image_url_passes_over_placeholders():
     page = Selector(text=f'<div><img src="{GIF}"><img src=" about:blank "><img src="/a.png"></div>'
                          f'<p><img src=""></p>')
