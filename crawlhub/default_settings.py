@@ -290,6 +290,8 @@ SPIDER_MIDDLEWARES = {
     "crawlhub.spidermiddlewares.leases.LeaseSpiderMiddleware": 10,
     # links to a domain on a rung above plain: queued in that rung's lane (workers with roles)
     "crawlhub.spidermiddlewares.lanes.LaneSpiderMiddleware": 20,
+    # an item's relative URLs read from a page with <base href>: absolute against that base, as a browser reads them
+    "crawlhub.spidermiddlewares.base_url.BaseUrlSpiderMiddleware": 30,
 }
 
 # --- Crawling -------------------------------------------------------------

@@ -147,3 +147,33 @@ def test_a_refused_item_is_named_by_its_type_and_page():
     assert item_meta(Page(url="https://a.test/")).described() == "a pages item (Page)"
     assert item_meta({"url": "https://a.test/"}).described() == "a dict item for collection 'items'"
     assert item_meta({"_collection": "rows"}).described() == "a dict item for collection 'rows'"
+
+
+def test_an_items_relative_urls_follow_the_pages_base_href():
+    """A page that declares <base href>: its items' relative URLs are the base's (as a browser and follow_links read
+    them), not the page URL's, once the spider middleware and CleanPipeline have run; a page without one, and an
+    absolute or empty value, are left to CleanPipeline as before."""
+    from scrapy.http import HtmlResponse, Request
+
+    from crawlhub.spidermiddlewares.base_url import BaseUrlSpiderMiddleware
+    from tests.helpers import project_settings
+
+    assert "crawlhub.spidermiddlewares.base_url.BaseUrlSpiderMiddleware" in project_settings()["SPIDER_MIDDLEWARES"]
+    spider = make_spider(ScrapemeSpider)
+    spider.crawler.spider = spider
+    middleware, clean = BaseUrlSpiderMiddleware.from_crawler(spider.crawler), CleanPipeline.from_crawler(spider.crawler)
+    url = "https://shop.example/list?page=2"
+
+    def stored(head: str, **fields) -> Product:
+        response = HtmlResponse(url=url, body=f"<html><head>{head}</head><body></body></html>".encode(),
+                                encoding="utf-8", request=Request(url))
+        item = Product(id="1", name="n", price="£1", source_url=url, **fields)
+        (out,) = middleware.process_spider_output(response, [item])
+        return clean.process_item(out)
+
+    based = stored('<base href="/catalog/">', url=" item-1\n", image_url="img/1.png")
+    assert (based.url, based.image_url) == ("https://shop.example/catalog/item-1", "https://shop.example/catalog/img/1.png")
+    absolute = stored('<base href="/catalog/">', url="https://cdn.example/p/1", image_url=None)
+    assert (absolute.url, absolute.image_url, absolute.source_url) == ("https://cdn.example/p/1", None, url)
+    plain = stored("<title>no base</title>", url="item-1", image_url="/img/1.png")
+    assert (plain.url, plain.image_url) == ("https://shop.example/item-1", "https://shop.example/img/1.png")
