@@ -262,3 +262,23 @@ def test_a_seed_with_an_internationalised_host_follows_its_own_links():
     followed = {r.url for r in spider.follow_links(response, response.css("a::attr(href)").getall())}
     assert followed == {f"http://xn--bcher-kva.example/{p}" for p in "abc"}
     assert spider.crawler.stats.get_value("follow/offsite_skipped") == 1
+
+
+def test_the_readme_spider_gives_a_book_one_id_from_every_listing_page():
+    """The README's example spider (books.toscrape.com's markup): a book listed on the home page and on a catalogue
+    page, whose hrefs are relative to different directories, is one id and one URL, so one stored document."""
+    readme = (FIXTURES.parent.parent / "README.md").read_text()
+    (source,) = [block for block in re.findall(r"```python\n(.*?)```", readme, flags=re.S) if "article.product_pod" in block]
+    namespace: dict = {}
+    exec(compile(source, "README.md", "exec"), namespace)  # noqa: S102 - the project's own README
+    spider = make_spider(namespace["BooksSpider"])
+    pod = ('<article class="product_pod"><h3><a href="{href}" title="A Light in the Attic">A Light...</a></h3>'
+           '<p class="price_color">£51.77</p></article>')
+    found = []
+    for url, href in (("https://books.toscrape.com/index.html", "catalogue/a-light-in-the-attic_1000/index.html"),
+                      ("https://books.toscrape.com/catalogue/page-2.html", "a-light-in-the-attic_1000/index.html")):
+        response = HtmlResponse(url=url, body=pod.format(href=href).encode(), encoding="utf-8", request=Request(url))
+        (book,) = split(list(spider.parse(response)))[0]
+        found.append((book.id, book.url))
+    page = "https://books.toscrape.com/catalogue/a-light-in-the-attic_1000/index.html"
+    assert found == [(page, page)] * 2
