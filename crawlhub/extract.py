@@ -20,9 +20,11 @@ _PLACEHOLDER_SCHEMES = ("data:", "about:", "javascript:", "blob:")
 
 
 def first_srcset_url(srcset: str) -> str | None:
-    """The URL of a ``srcset``'s first candidate (``"a.png 350w, b.png 150w"`` -> ``"a.png"``)."""
-    first = srcset.strip().split(",", 1)[0].split()
-    return first[0] if first else None
+    """The URL of a ``srcset``'s first candidate (``"a.png 350w, b.png 150w"`` -> ``"a.png"``): its first run of
+    non-space characters, as the HTML standard reads it, so a comma inside a URL
+    (``https://cdn.example/w_300,h_200/a.jpg 300w``) stays in it; a comma that ends the run ends the candidate."""
+    first = srcset.split()
+    return (first[0].rstrip(",") or None) if first else None
 
 
 def _real(url: str | None) -> str | None:

@@ -152,6 +152,9 @@ def test_image_url_passes_over_placeholders():
     assert image_url(page.css("p")) is None
     assert image_url(page.css("div img")[2]) == "/a.png"
     assert image_url(Selector(text='<img data-srcset=" /b.png 2x, /c.png 1x">')) == "/b.png"
+    assert image_url(Selector(text='<img srcset="/b.png, /c.png 2x">')) == "/b.png"
+    cdn = "https://res.cdn.example/image/upload/w_300,h_200,c_fill/a.jpg"
+    assert image_url(Selector(text=f'<img src="{GIF}" data-srcset="{cdn} 300w, {cdn.replace("300", "600")} 600w">')) == cdn
 
 
 def test_scrapeme_follows_only_the_seed_host():
