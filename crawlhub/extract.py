@@ -1,5 +1,7 @@
 """Helpers for a spider's ``parse``: values that real sites put behind their markup.
 
+:func:`page_title`: the document's title, not an inline SVG icon's.
+
 :func:`image_url`: a lazy-loading site (WordPress with WP Rocket or a3 Lazy Load, lazysizes, jQuery lazyload, many
 shop themes) puts a placeholder in an image's ``src`` (a ``data:`` URI, or a blank GIF) and the image itself in
 ``data-lazy-src``, ``data-src``, ``data-original`` or a ``srcset`` of its own; the browser's script swaps them in.
@@ -12,11 +14,22 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-# where lazy loaders keep an image's URL, the most specific first; a plain image's own ``src`` and ``srcset`` last
-LAZY_SRC_ATTRIBUTES = ("data-lazy-src", "data-src", "data-original", "data-lazy", "data-echo")
-LAZY_SRCSET_ATTRIBUTES = ("data-lazy-srcset", "data-srcset")
+# where an image's URL is, in the order read: the lazy loaders' attributes (the most specific first), then a plain
+# image's own; True: a srcset (candidates, each a URL and its width or density)
+IMAGE_ATTRIBUTES = (("data-lazy-src", False), ("data-src", False), ("data-original", False), ("data-lazy", False),
+                    ("data-echo", False), ("data-lazy-srcset", True), ("data-srcset", True), ("src", False),
+                    ("srcset", True))
 # what a placeholder's URL starts with (no image of the page's own)
 _PLACEHOLDER_SCHEMES = ("data:", "about:", "javascript:", "blob:")
+# the document's <title>: an inline SVG icon's (a screen reader's label, in the body) is not
+_TITLE = "//title[not(ancestor::svg)]/text()"
+
+
+def page_title(selector: Any) -> str | None:
+    """The document's title (``response`` or a ``Selector``); ``title::text`` reads an inline SVG icon's ``<title>``
+    when the page has none of its own, or when the icon comes first."""
+    title: str | None = selector.xpath(_TITLE).get()
+    return title
 
 
 def first_srcset_url(srcset: str) -> str | None:
@@ -36,21 +49,15 @@ def _real(url: str | None) -> str | None:
 
 def image_url(selector: Any) -> str | None:
     """The URL of the first real image at or under ``selector`` (a parsel ``Selector`` or ``SelectorList``: a
-    product's element, or an ``img``), as written in the page (CleanPipeline makes a type's ``url_fields`` absolute):
-    a lazy loader's attribute first (:data:`LAZY_SRC_ATTRIBUTES`, then :data:`LAZY_SRCSET_ATTRIBUTES`), then
-    ``src``, then ``srcset``; a placeholder (``data:``, ``about:blank``...) is passed over, and so is an ``img``
-    that has nothing else (the next one, a ``<noscript>`` copy for instance, is read). None when there is none."""
+    product's element, or an ``img``), as written in the page (CleanPipeline makes a type's ``url_fields`` absolute),
+    read from :data:`IMAGE_ATTRIBUTES` in their order; a placeholder (``data:``, ``about:blank``...) is passed over,
+    and so is an ``img`` that has nothing else (the next one, a ``<noscript>`` copy for instance, is read). None when
+    there is none."""
     images: Iterable[Any] = selector.xpath("descendant-or-self::img")
     for img in images:
         attrib = img.attrib
-        for name in LAZY_SRC_ATTRIBUTES:
-            if url := _real(attrib.get(name)):
+        for name, srcset in IMAGE_ATTRIBUTES:
+            value = attrib.get(name)
+            if value and (url := _real(first_srcset_url(value) if srcset else value)):
                 return url
-        for name in LAZY_SRCSET_ATTRIBUTES:
-            if url := _real(first_srcset_url(attrib.get(name) or "")):
-                return url
-        if url := _real(attrib.get("src")):
-            return url
-        if url := _real(first_srcset_url(attrib.get("srcset") or "")):
-            return url
     return None

@@ -7,6 +7,7 @@ Seed: redis-cli lpush generic:start_urls https://example.org/
 from scrapy.http import TextResponse
 from scrapy.settings import SETTINGS_PRIORITIES
 
+from crawlhub.extract import page_title
 from crawlhub.items import Page
 from crawlhub.spider import CrawlhubSpider
 
@@ -29,8 +30,7 @@ class GenericSpider(CrawlhubSpider):
             return
         yield Page(
             url=response.url,
-            # the document's title: an inline SVG icon's <title> (in the body) is not, where a page has none of its own
-            title=response.xpath("//title[not(ancestor::svg)]/text()").get(),
+            title=page_title(response),  # the document's, never an inline SVG icon's
             description=response.css('meta[name="description" i]::attr(content)').get(),
             h1=response.css("h1").xpath("string()").get(),
             status=response.status,

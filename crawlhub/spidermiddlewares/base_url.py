@@ -31,8 +31,8 @@ def absolute_against(item: Any, base: str) -> Any:
     adapter = ItemAdapter(item)
     for name in item_meta(item).url_fields:
         value = adapter.get(name) if name in adapter else None
-        if isinstance(value, str) and value.strip() and not urlsplit(value.strip()).scheme:
-            adapter[name] = urljoin(base, value.strip())
+        if isinstance(value, str) and (value := value.strip()) and not urlsplit(value).scheme:
+            adapter[name] = urljoin(base, value)
     return item
 
 
