@@ -10,7 +10,7 @@ its items are written.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +42,7 @@ class Lease:
     invalid: int = 0  # of which quarantined (crawlhub.pipelines.validate.InvalidItem)
     in_engine_since: float = 0.0  # (monotonic) when the warden's sweep first saw its download in Scrapy's engine
     said_long: bool = False  # the sweep said that its download has taken too long
+    done_sent: bool = False  # Redis knows the page is over: a renewal marked its lease done (done_unsent)
 
     @property
     def done(self) -> bool:
@@ -104,6 +105,17 @@ class LeaseBook:
 
     def clear(self) -> None:
         self._leases.clear()
+
+    def done_unsent(self) -> list[str]:
+        """Leases whose page is over, waiting for the store's flush, that no renewal has marked so in Redis yet: if
+        this worker dies now, their expiry is not held against their pages (RetryPolicy.after_expiry)."""
+        return [lease.id for lease in self._leases.values() if lease.done and not lease.done_sent]
+
+    def done_sent(self, lease_ids: Iterable[str]) -> None:
+        for lease_id in lease_ids:
+            lease = self._leases.get(lease_id)
+            if lease is not None:
+                lease.done_sent = True
 
     def held(self) -> dict[str, int]:
         """Domain slots this worker holds (leases still downloading), for its fair share of each domain."""

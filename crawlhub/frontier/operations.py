@@ -52,6 +52,9 @@ from crawlhub.roles import LANES
 # header decoded in 19.4 us a call with them, 15.1 without (docs/benchmarks.md).
 CTX_KEYS = ("inflight", "prefix", "schedule", "counts", "leases", "seq", "delayed", "dlq", "seen", "known", "domain",
             "paused", "budget", "budget_used", "epoch", "limits")
+# a lease id sent to renew with this before it: its page is over, waiting for the store; written after the lease's
+# taken-at time in its record (a lease id is a number then its domain: it never starts with it)
+DONE_MARK = "!"
 # what else a script's ctx holds, in its JSON (ARGV[1]'s "ctx"; finish, move, renew: ARGV[1] itself)
 CTX_HEAD = ("spider", "factor_max", "recovery", "lanes")
 
@@ -209,9 +212,10 @@ class FrontierOps:
         args = {"ctx": self._head, "revisits": self.keys.revisits, "pages": pages}
         return [text(fp) for fp in self._refresh(keys=self._keys, args=[json.dumps(args, separators=(",", ":"), ensure_ascii=False)])]
 
-    def renew(self, lease_ids: Iterable[str], ttl: float) -> list[str]:
-        """Push the leases' deadlines forward; returns those that were gone (lost)."""
-        ids = list(lease_ids)
+    def renew(self, lease_ids: Iterable[str], ttl: float, done: Collection[str] = ()) -> list[str]:
+        """Push the leases' deadlines forward; returns those that were gone (lost). ``done``: those of them whose
+        page is over and waits for the store, marked so in the lease (ExpiredLease.done), sent as ``!id``."""
+        ids = [f"{DONE_MARK}{i}" if i in done else i for i in lease_ids]
         if not ids:
             return []
         return [text(x) for x in self._renew(keys=self._keys, args=[self._ctx_json, ttl, *ids])]
@@ -245,11 +249,14 @@ class FrontierOps:
 
 
 def expired_leases(out: list[Any]) -> list[ExpiredLease]:
-    """The expired script's reply: lease id, then holder, taken at and payload (tab-separated)."""
+    """The expired script's reply: lease id, then holder, taken at (``!`` after it: marked done by a renewal,
+    lua/renew.lua) and payload (tab-separated)."""
     found = []
     for i in range(0, len(out), 2):
         worker, taken, payload = (out[i + 1].split(b"\t", 2) + [b"", b""])[:3] if out[i + 1] else (b"", b"0", b"")
-        found.append(ExpiredLease(text(out[i]), worker.decode(errors="replace"), float(taken or 0), payload))
+        done = taken.endswith(DONE_MARK.encode())
+        found.append(ExpiredLease(text(out[i]), worker.decode(errors="replace"),
+                                  float(taken.rstrip(DONE_MARK.encode()) or 0), payload, done))
     return found
 
 

@@ -736,7 +736,7 @@ class Partitions:
             queued += moved
         return queued
 
-    def renew(self, lease_ids: Iterable[str], ttl: float) -> list[str]:
+    def renew(self, lease_ids: Iterable[str], ttl: float, done: Collection[str] = ()) -> list[str]:
         by_part: dict[int, list[str]] = {}
         for lease_id in lease_ids:
             by_part.setdefault(self.keys.partition_of(lease_domain(lease_id)), []).append(lease_id)
@@ -744,7 +744,7 @@ class Partitions:
         error: Exception | None = None
         for p, ids in sorted(by_part.items()):
             try:
-                lost += self.ops[p].renew(ids, ttl)
+                lost += self.ops[p].renew(ids, ttl, done)
             except REDIS_ERRORS as exc:  # that partition's node is down: the others are renewed all the same
                 error = exc
         if error is not None and len(by_part) == 1:

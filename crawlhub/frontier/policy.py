@@ -67,18 +67,23 @@ class RetryPolicy:
 
     def after_expiry(self, lease: ExpiredLease, spider: str) -> Requeue | DeadLetter | None:
         """What becomes of a lease whose holder died: back to the queue with one more attempt
-        counted, or the DLQ after LEASE_MAX_EXPIRIES; None if its payload is not JSON (dropped)."""
+        counted, or the DLQ after LEASE_MAX_EXPIRIES; None if its payload is not JSON (dropped).
+
+        A lease marked done (its page was over and waited for the store's flush: ExpiredLease.done) goes back
+        with nothing counted: its holder died after the page's download and callback, not of them. (A page
+        killing the worker that downloads or parses it dies before it is done: its expiries are counted.)"""
         try:
             data = json.loads(lease.payload)
         except ValueError:
             return None
         request_meta = data.setdefault("meta", {})
-        request_meta[meta.EXPIRIES] = request_meta.get(meta.EXPIRIES, 0) + 1
-        request_meta[meta.ATTEMPTS] = request_meta.get(meta.ATTEMPTS, 0) + 1
+        if not lease.done:
+            request_meta[meta.EXPIRIES] = request_meta.get(meta.EXPIRIES, 0) + 1
+            request_meta[meta.ATTEMPTS] = request_meta.get(meta.ATTEMPTS, 0) + 1
         request_meta.setdefault(meta.FIRST_ATTEMPT, lease.taken_at)
         data["dont_filter"] = True
         payload = json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
-        if request_meta[meta.EXPIRIES] > self.max_expiries:
+        if request_meta.get(meta.EXPIRIES, 0) > self.max_expiries:
             return DeadLetter(
                 url=data.get("url"), spider=spider, attempts=request_meta[meta.ATTEMPTS], status=None,
                 error=f"lease expired {request_meta[meta.EXPIRIES]} times (last holder {lease.worker})",

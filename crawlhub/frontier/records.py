@@ -96,6 +96,9 @@ class ExpiredLease(NamedTuple):
     worker: str
     taken_at: float
     payload: bytes
+    # its page was over (downloaded, its callback's output through the pipelines) and waited for the store's flush
+    # when its holder last renewed it: the holder's death is not the page's doing (RetryPolicy.after_expiry)
+    done: bool = False
 
 
 @dataclass

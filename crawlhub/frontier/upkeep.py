@@ -172,9 +172,16 @@ class Upkeep:
                 self.sweep()
             frontier.flush()
             frontier.counters.send()
-            if now - self._last_renew >= frontier.lease_ttl / 3:
-                self._last_renew = now
-                lost = frontier.ops.renew(frontier.leases.ids(), frontier.lease_ttl)
+            # a page over and waiting for the store's flush is marked so in its lease, at the next look (the renewal
+            # of those leases alone, between two of all of them): this worker's death would not be its doing, and
+            # is not counted against it (LEASE_MAX_EXPIRIES). Not yet marked, it is counted: the safe side.
+            done = frontier.leases.done_unsent()
+            renew_all = now - self._last_renew >= frontier.lease_ttl / 3
+            if renew_all or done:
+                if renew_all:
+                    self._last_renew = now
+                lost = frontier.ops.renew(frontier.leases.ids() if renew_all else done, frontier.lease_ttl, done)
+                frontier.leases.done_sent(done)
                 if lost:
                     frontier.stats.inc_value("leases/lost", len(lost))
                     logger.warning("%d leases expired before this worker renewed them (they may be crawled twice)",
@@ -245,7 +252,7 @@ def reclaim(frontier: FrontierClient, interval: float = 0.0) -> int:
         return 0
     if redis_uptime(server) < ttl:
         return 0
-    reclaimed = 0
+    reclaimed = done = 0
     try:
         # by the timer, a share of the partitions each time, in turn: each once per LEASE_TTL. The turn is counted
         # in Redis, not read off the clock: scans come at jittered times from whichever worker takes the lock, and
@@ -260,7 +267,11 @@ def reclaim(frontier: FrontierClient, interval: float = 0.0) -> int:
             elif isinstance(fate, Requeue):
                 if frontier.ops.requeue(expired.lease_id, fate.payload, fate.priority):
                     reclaimed += 1
-                    logger.info("Reclaimed %s from %s (lease expired)", fate.url, expired.worker)
+                    if expired.done:
+                        done += 1
+                    logger.info("Reclaimed %s from %s (lease expired%s)", fate.url, expired.worker,
+                                ": the page was over, its items not yet stored; not counted against it"
+                                if expired.done else "")
             else:
                 frontier.ops.dead_letter(expired.lease_id, fate)
     finally:
@@ -269,4 +280,7 @@ def reclaim(frontier: FrontierClient, interval: float = 0.0) -> int:
     if reclaimed:
         frontier.stats.inc_value("leases/reclaimed", reclaimed)
         frontier.count("reclaimed", reclaimed)
+    if done:
+        frontier.stats.inc_value("leases/reclaimed_done", done)
+        frontier.count("reclaimed_done", done)
     return reclaimed

@@ -11,7 +11,7 @@ from collections import Counter
 import pymongo
 
 from crawlhub.services import EmbeddedMongo, EmbeddedRedis
-from tests.harness import crawl_env, queued, seen, start_worker, wait_all
+from tests.harness import crawl_env, queued, seen, start_worker, wait_all, wait_for
 from tests.sites.shop import shop_pages
 
 # fast lease expiry so that a killed worker's requests come back within seconds
@@ -70,6 +70,41 @@ def test_chaos_sigkill_workers_lose_nothing(env, site, redis_client, mongo_db, t
           f"({reclaimed} leases reclaimed), 1200 items, {duration:.1f}s")
     assert reclaimed > 0, "no worker died holding a lease: the test proved nothing"
     assert any("'frontier/leased_ahead'" in w.log() for w in workers), "the workers leased ahead (FRONTIER_LEASE_AHEAD)"
+
+
+def lease_records(redis_client) -> list[bytes]:
+    """Every lease's record (``worker<TAB>taken at[!]<TAB>payload``), in whichever partitions the crawl has."""
+    return [v for key in redis_client.scan_iter(match="*scrapeme*:leases") for v in redis_client.hvals(key)]
+
+
+def all_marked_done(redis_client, pages: int) -> bool:
+    records = lease_records(redis_client)
+    return len(records) == pages and all(v.split(b"\t", 2)[1].endswith(b"!") for v in records)
+
+
+def test_a_worker_killed_while_its_pages_wait_for_the_store_is_not_held_against_them(
+        env, site, redis_client, mongo_db, tmp_path):
+    """Two workers in turn fetch every page and die (kill -9) while the items wait for the store's flush: past
+    LEASE_MAX_EXPIRIES=1, counted, each page would be in the DLQ. Their renewals said the pages were over: they are
+    queued again with nothing counted, and the third worker stores them all, once each."""
+    pages = shop_pages(20 * 4, 4, window=4)
+    shop = site(pages)
+    redis_client.lpush("scrapeme:start_urls", f"{shop.url}/shop/")
+    held = dict(LEASES, LEASE_MAX_EXPIRIES=1, MONGO_FLUSH_INTERVAL=600, MONGO_BATCH_SIZE=10_000)
+    for round_ in (1, 2):
+        worker = start_worker("scrapeme", env, tmp_path, f"held{round_}", **held)
+        fetches = round_ * len(pages)
+        assert wait_for(lambda: len(shop.fetched("/shop")) >= fetches, 60), worker.log()[-3000:]  # noqa: B023
+        # every page over, and a renewal has told Redis so
+        assert wait_for(lambda: all_marked_done(redis_client, len(pages)), 30), worker.log()[-3000:]
+        worker.proc.kill()
+        worker.proc.wait()
+        assert mongo_db.products.count_documents({}) == 0, "the store held every item"
+    # (the worker that reclaims a lease judges it: this one too counts one expiry at most)
+    wait_all([start_worker("scrapeme", env, tmp_path, "last", LEASE_MAX_EXPIRIES=1, **LEASES)], 120)
+    fetched = assert_complete(shop, pages, mongo_db.products, 80, redis_client)
+    assert set(fetched.values()) == {3}, "each page fetched by each worker, once"
+    assert int(redis_client.hget("scrapeme:stats", "reclaimed_done") or 0) == 2 * len(pages)
 
 
 def test_mongodb_stopped_for_10s_mid_crawl(env, site, redis_client, tmp_path):

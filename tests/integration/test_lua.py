@@ -71,8 +71,24 @@ def test_expired_returns_leases_past_their_deadline_with_owner_time_and_payload(
     frontier.lease("live-worker", 60, 1)
     # (a deadline is rounded up to the second, #30: the short lease expires within a second)
     assert wait_for(frontier.expired, 3)
-    ((lease_id, owner, taken, body),) = frontier.expired()
-    assert (lease_id, owner, body) == (short, "dead-worker", payload) and abs(taken - time.time()) < 5
+    ((lease_id, owner, taken, body, done),) = frontier.expired()
+    assert (lease_id, owner, body, done) == (short, "dead-worker", payload, False) and abs(taken - time.time()) < 5
+
+
+def test_a_renewal_marks_a_page_that_is_over_and_its_expiry_says_so(redis_client):
+    """A lease renewed as done (its page over, waiting for the store) expires marked done, its holder, taken-at
+    time and payload intact; marked twice, it is marked once; a lease renewed plainly is not marked."""
+    frontier = frontier_for(redis_client)
+    frontier.tick([request(1), request(2)])
+    (over, payload), (busy, _) = frontier.lease("dead-worker", 60, 2)[0]
+    for _ in range(2):
+        assert frontier.renew([over, busy], 0.05, done={over}) == []
+    assert wait_for(lambda: len(frontier.expired()) == 2, 3)
+    expired = {e.lease_id: e for e in frontier.expired()}
+    assert expired[over].done and not expired[busy].done
+    assert (expired[over].worker, expired[over].payload) == ("dead-worker", payload)
+    assert abs(expired[over].taken_at - expired[busy].taken_at) < 1, "the taken-at time reads as before"
+    assert frontier.renew(["99@a.test"], 60, done={"99@a.test"}) == ["99@a.test"], "a lost id is named without its mark"
 
 
 def test_pause_leases_nothing_until_resumed(redis_client):

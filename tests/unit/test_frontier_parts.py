@@ -117,6 +117,19 @@ def test_an_expired_lease_is_requeued_then_dead_lettered():
     assert policy.after_expiry(ExpiredLease("3@a.test", "w", 0, b"\x80 not json"), "sp") is None
 
 
+def test_an_expired_lease_whose_page_was_over_goes_back_with_nothing_counted():
+    """Its holder died while its items waited for the store: not the page's doing. Counted, a page could go to the
+    DLQ for workers killed around it (a spot instance reclaimed six times); a page that kills the worker parsing
+    it is never done, and is counted each time."""
+    policy = RetryPolicy(max_expiries=1)
+    payload = json.dumps({"url": "http://a.test/x", "meta": {meta.EXPIRIES: 1, meta.ATTEMPTS: 1}}).encode()
+    again = policy.after_expiry(ExpiredLease("1@a.test", "w1", 100.0, payload, done=True), "sp")
+    assert isinstance(again, Requeue), "one expiry counted already, the next would be the DLQ: not for a page over"
+    assert json.loads(again.payload)["meta"] == {meta.EXPIRIES: 1, meta.ATTEMPTS: 1, meta.FIRST_ATTEMPT: 100.0}
+    assert json.loads(again.payload)["dont_filter"]
+    assert isinstance(policy.after_expiry(ExpiredLease("2@a.test", "w2", 100.0, again.payload), "sp"), DeadLetter)
+
+
 def test_a_dead_letter_round_trips_with_its_fields_in_order():
     letter = DeadLetter("http://a.test/", "sp", 3, 503, "HTTP 503", 1.0, 2.0, "w", '{"url": "http://a.test/"}',
                         extra={"note": "kept"})
