@@ -11,11 +11,13 @@ from collections import Counter
 import pymongo
 
 from crawlhub.services import EmbeddedMongo, EmbeddedRedis
-from tests.harness import crawl_env, queued, seen, start_worker, wait_all, wait_for
+from tests.harness import crawl_env, queued, seen, start_worker, wait_all, wait_for, worker_records
 from tests.sites.shop import shop_pages
 
 # fast lease expiry so that a killed worker's requests come back within seconds
 LEASES = {"LEASE_TTL": 3, "LEASE_RECLAIM_INTERVAL": 1, "MAX_IDLE_TIME_BEFORE_CLOSE": 3}
+# the chaos test's workers: a heartbeat a second, so that the test sees soon which of them crawl
+CHAOS = dict(LEASES, CONCURRENT_REQUESTS=4, WORKER_HEARTBEAT_INTERVAL=1)
 
 
 def assert_complete(shop, pages, mongo_products, products: int, redis_client):
@@ -45,21 +47,40 @@ def crawl_until(env, site, seed_client, tmp_path, fetched: int):
     return shop, pages, workers
 
 
+def crawling(redis_client, workers: list, pages: int = 30) -> list:
+    """The running workers whose heartbeat says they have fetched at least ``pages`` pages (long past their first
+    lease rounds, of 4 downloads and 4 leased ahead each): killed, they die mid-crawl."""
+    fetched = {r["pid"]: r.get("pages", 0) for r in worker_records(redis_client, "scrapeme") if r["state"] == "running"}
+    return [w for w in workers if w.proc.poll() is None and fetched.get(w.proc.pid, 0) >= pages]
+
+
 def test_chaos_sigkill_workers_lose_nothing(env, site, redis_client, mongo_db, tmp_path):
+    """Every 2-3.5 s a worker that is crawling is killed (kill -9) and a new one starts.
+
+    Only a worker past its first pages is a victim. A dead worker's leases go back to the front of the queue, where
+    the next worker to start takes them in its first round. On a loaded machine (the suite's 6 processes on 2
+    cores) a worker takes 5-7 s to start: killed at random every 2-3.5 s, most workers died moments after their
+    first round, again and again with the same pages. To the frontier that is a crash loop, which those pages seem
+    to cause (docs/reliability.md, "Leases of dead workers"), and after LEASE_MAX_EXPIRIES such deaths they went to
+    the DLQ, as they should (CI, 2026-11-29: 6 pages). That is not what this test is about: workers killed
+    mid-crawl lose nothing and store nothing twice."""
     pages = shop_pages(300 * 4, 4, window=6)  # 300 pages, 1200 products
     shop = site(pages, delay=(0.05, 0.25))
     redis_client.lpush("scrapeme:start_urls", f"{shop.url}/shop/")
     rng = random.Random(7)
-    workers = [start_worker("scrapeme", env, tmp_path, f"w{i}", CONCURRENT_REQUESTS=4, **LEASES) for i in range(3)]
+    workers = [start_worker("scrapeme", env, tmp_path, f"w{i}", **CHAOS) for i in range(3)]
     started, kills = time.monotonic(), 0
     while len(set(shop.fetched("/shop"))) < len(pages) * 0.8 and time.monotonic() - started < 120:
         time.sleep(rng.uniform(2.0, 3.5))
-        victim = rng.choice([w for w in workers if w.proc.poll() is None])
+        victims = wait_for(lambda: crawling(redis_client, workers), 30, step=0.1)
+        if not victims:
+            continue
+        victim = rng.choice(victims)
         victim.proc.kill()  # SIGKILL: no goodbye, its leases just stop being renewed
         victim.proc.wait()
         kills += 1
         workers.remove(victim)
-        workers.append(start_worker("scrapeme", env, tmp_path, f"w{kills + 2}", CONCURRENT_REQUESTS=4, **LEASES))
+        workers.append(start_worker("scrapeme", env, tmp_path, f"w{kills + 2}", **CHAOS))
     assert kills >= 3, "the crawl ended before the chaos did anything"
     wait_all(workers, 180)
     duration = time.monotonic() - started
