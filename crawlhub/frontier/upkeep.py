@@ -175,7 +175,7 @@ class Upkeep:
             # a page over and waiting for the store's flush is marked so in its lease, at the next look (the renewal
             # of those leases alone, between two of all of them): this worker's death would not be its doing, and
             # is not counted against it (LEASE_MAX_EXPIRIES). Not yet marked, it is counted: the safe side.
-            done = frontier.leases.done_unsent()
+            done = set(frontier.leases.done_unsent())  # (a set: renew looks each lease up in it)
             renew_all = now - self._last_renew >= frontier.lease_ttl / 3
             if renew_all or done:
                 if renew_all:
