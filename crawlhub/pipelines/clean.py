@@ -82,6 +82,17 @@ def derived_key(*values: Any) -> str:
     return hashlib.sha1("\x1f".join("" if v is None else str(v) for v in values).encode()).hexdigest()
 
 
+def absolute_against(item: Any, base: str) -> Any:
+    """``item`` with each relative value of its ``url_fields`` joined to ``base`` (stripped first): CleanPipeline's,
+    against the item's ``source_url``, and BaseUrlSpiderMiddleware's, against the page's ``<base href>``."""
+    adapter = ItemAdapter(item)
+    for name in item_meta(item).url_fields:
+        value = adapter.get(name) if name in adapter else None
+        if isinstance(value, str) and (value := value.strip()) and not urlsplit(value).scheme:
+            adapter[name] = urljoin(base, value)
+    return item
+
+
 class CleanPipeline:
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
@@ -102,9 +113,8 @@ class CleanPipeline:
                 logger.warning("Cut %s of a %s from %s at %d characters (it had %d; ITEM_FIELD_MAX_CHARS)", name,
                                type(item).__name__, adapter.get("source_url"), self.max_chars, len(value))
         base = adapter.get("source_url") or adapter.get("url")
-        for name in item_meta(item).url_fields:
-            if name in adapter and adapter.get(name) and base:
-                adapter[name] = urljoin(base, adapter[name])
+        if base:
+            absolute_against(item, base)
         meta = item_meta(item)
         if meta.price_fields:
             spider_currency = getattr(self.crawler.spider, "currency", None) or self.default_currency

@@ -12,28 +12,16 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urljoin, urlsplit
 
-from itemadapter import ItemAdapter, is_item
+from itemadapter import is_item
 from scrapy.crawler import Crawler
 from scrapy.http import HtmlResponse, Request, Response
 from scrapy.utils.response import get_base_url
 
-from crawlhub.items import item_meta
+from crawlhub.pipelines.clean import absolute_against
 
 if TYPE_CHECKING:
     from typing_extensions import Self
-
-
-def absolute_against(item: Any, base: str) -> Any:
-    """``item`` with each relative value of its ``url_fields`` joined to ``base`` (stripped first, as CleanPipeline
-    would strip it)."""
-    adapter = ItemAdapter(item)
-    for name in item_meta(item).url_fields:
-        value = adapter.get(name) if name in adapter else None
-        if isinstance(value, str) and (value := value.strip()) and not urlsplit(value).scheme:
-            adapter[name] = urljoin(base, value)
-    return item
 
 
 class BaseUrlSpiderMiddleware:
