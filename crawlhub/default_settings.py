@@ -471,6 +471,10 @@ DEDUPE_PAGES = 1000
 # Longer texts in an item are cut here at clean time (logged, counted); 0 = no cap.
 # MongoDB refuses documents over 16 MB: such a document is quarantined, described.
 ITEM_FIELD_MAX_CHARS = 1000000
+# A key field holding an http(s) URL is stored in its canonical form (the query's arguments sorted, an in-page
+# anchor dropped: crawlhub.pipelines.clean.canonical_key_url), the form the frontier's fingerprint reads, so a
+# page linked two ways is one document. `crawlhub canonicalize-keys` moves documents stored before to it.
+ITEM_KEY_URLS_CANONICAL = True
 # Currency assumed when a price shows none (ISO 4217); empty = none.
 DEFAULT_CURRENCY = ""
 # Bulk upserts are flushed at this many items or this many seconds.

@@ -14,6 +14,7 @@ crawlhub.proxies, crawlhub.profiles, crawlhub.services):
     partitions.py     partitions (a partitioned frontier, partition by partition)
     revisit.py        recrawl, schedule (continuous crawling)
     export.py         export (stored items to jsonl, json, csv, xml)
+    store.py          canonicalize-keys (stored documents moved to their key URL's canonical form)
     ui.py             ui (the crawl in a browser, live: crawlhub.ui)
     antiblocking.py   proxies [reset], profiles list | check | capture
 """
@@ -43,7 +44,7 @@ COMMANDS: dict[str, str] = {
     "budget": "control:budget", "reset": "control:reset",
     "quality": "quality:quality",
     "recrawl": "revisit:recrawl", "schedule": "revisit:schedule",
-    "export": "export:export_command",
+    "export": "export:export_command", "canonicalize-keys": "store:canonicalize_keys",
     "ui": "ui:ui",
     "proxies": "antiblocking:proxies", "profiles": "antiblocking:profiles",
     "dlq": "dlq:group", "limits": "limits:group", "partitions": "partitions:partitions",

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
 import click
 import redis
 from scrapy.settings import Settings
@@ -11,6 +15,9 @@ from crawlhub._utils.urls import domain_of
 from crawlhub.addon import known_spiders, spider_settings, tool_settings
 from crawlhub.config import check_settings
 from crawlhub.frontier.keys import Keys
+
+if TYPE_CHECKING:
+    from pymongo.database import Database
 
 
 class ServiceDown(click.ClickException):
@@ -60,6 +67,29 @@ def connect() -> redis.Redis:
         raise BadInput(str(exc)) from None
     except (Unreachable, services.ServiceError) as exc:
         raise ServiceDown(str(exc)) from None
+
+
+@contextmanager
+def mongo_database(current: Settings, timeout_ms: int = 5000) -> Iterator[Database[Any]]:
+    """The project's MongoDB database (MONGO_URI or the embedded server), closed after; what MongoDB raises inside
+    ends the command with exit 3 and where it looked (without the password), no project here with exit 2."""
+    from pymongo.errors import PyMongoError
+
+    from crawlhub.config import redact_url
+    from crawlhub.connection import get_mongo, mongo_error
+
+    uri = current.get("MONGO_URI") or "the embedded MongoDB"
+    client = None
+    try:
+        client = get_mongo(current, timeout_ms)
+        yield client[current.get("MONGO_DATABASE")]
+    except services.NoProject as exc:
+        raise BadInput(str(exc)) from None
+    except (PyMongoError, services.ServiceError) as exc:
+        raise ServiceDown(f"cannot read MongoDB at {redact_url(uri)}: {mongo_error(exc)}") from None
+    finally:
+        if client is not None:
+            client.close()
 
 
 def keys(spider: str, server: redis.Redis | None = None) -> Keys:

@@ -13,7 +13,7 @@ from typing import IO, Any
 import click
 
 from crawlhub.addon import known_spiders
-from crawlhub.cli._common import BadInput, ServiceDown, settings
+from crawlhub.cli._common import BadInput, mongo_database, settings
 from crawlhub.export import (
     FORMATS,
     ExportError,
@@ -47,12 +47,6 @@ def export_command(spider: str, output: str, fmt: str | None, collection: str | 
     item exporters: the files `scrapy crawl -O` writes. Streams: constant memory on any size. SPIDER may be
     one the project no longer has, if its items are still stored. A regular file is replaced only once the
     export is complete; anything else (a FIFO, a device, a symlink to one) is written to as it is."""
-    from pymongo.errors import PyMongoError
-
-    from crawlhub.config import redact_url
-    from crawlhub.connection import get_mongo, mongo_error
-    from crawlhub.services import NoProject, ServiceError
-
     current = settings()
     path, named = split_output(output)
     try:  # everything the user typed is checked before MongoDB is read or a file touched
@@ -64,12 +58,8 @@ def export_command(spider: str, output: str, fmt: str | None, collection: str | 
     except ExportError as exc:
         raise BadInput(str(exc)) from None
     wanted = [f.strip() for f in fields.split(",") if f.strip()] if fields else None
-    uri = current.get("MONGO_URI") or "the embedded MongoDB"
     show = progress if progress is not None else sys.stderr.isatty()
-    client = None
-    try:
-        client = get_mongo(current, 5000)
-        db = client[current.get("MONGO_DATABASE")]
+    with mongo_database(current) as db:
         try:
             export_plan = plan(db, spider, collection=collection, since=since_at, include_gone=include_gone,
                                history=history, meta=meta, changes=current.get("CHANGES_COLLECTION"),
@@ -90,13 +80,6 @@ def export_command(spider: str, output: str, fmt: str | None, collection: str | 
         with _progress(show, export_plan.total) as step, _opened(path) as out:
             written = export(db, export_plan, fmt, out, wanted, step, current.get("FEED_EXPORT_ENCODING") or "utf-8",
                              current.getint("FEED_EXPORT_INDENT") or None)
-    except NoProject as exc:
-        raise BadInput(str(exc)) from None
-    except (PyMongoError, ServiceError) as exc:
-        raise ServiceDown(f"cannot read MongoDB at {redact_url(uri)}: {mongo_error(exc)}") from None
-    finally:
-        if client is not None:
-            client.close()
     what = "change record(s)" if history else "item(s)"
     where = "standard output" if path == "-" else path
     took = time.monotonic() - started

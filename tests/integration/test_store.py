@@ -203,3 +203,156 @@ def test_an_item_type_of_the_projects_own_is_cleaned_validated_and_stored_by_its
     (bad,) = mongo_db.quarantine.find()
     assert bad["collection"] == "books" and bad["item"]["isbn"] == "333"
     assert bad["reasons"] == ["price 'call us' is not a decimal number"]
+
+
+def rethemed_site(site, tls=True):
+    """A site whose links to its pages change between two crawls (``retheme()``): a new theme writes the query's
+    arguments in another order, drops an in-page anchor, and redirects to another form of the same URL. Its server
+    reads a query's arguments in any order, as real ones do."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit
+
+    def home(item, guide, extra=""):
+        return (f'<html><head><title>Home</title></head><body><a href="{item}">item</a> <a href="{guide}">guide</a>'
+                f' <a href="/old">old</a>{extra}</body></html>')
+
+    pages = {"/": home("/item?b=2&amp;a=1", "/guide#top", ' <a href="/only-old?b=1&amp;a=2">only old</a>'),
+             "/old": (301, "text/html", "", {"Location": "/moved?y=1&z=%7E&x=2"}),
+             "/item?a=1&b=2": "<html><head><title>Item</title></head><body>item</body></html>",
+             "/guide": "<html><head><title>Guide</title></head><body>guide</body></html>",
+             "/moved?x=2&y=1&z=~": "<html><head><title>Moved</title></head><body>moved</body></html>",
+             "/only-old?a=2&b=1": "<html><head><title>Only old</title></head><body>linked once</body></html>"}
+
+    def any_order(web, path):
+        parts = urlsplit(path)
+        page = web.pages.get(f"{parts.path}?{urlencode(sorted(parse_qsl(parts.query)), safe='~')}") if parts.query else None
+        return (200, "text/html; charset=utf-8", page, {}) if isinstance(page, str) else page
+
+    def retheme():
+        pages["/"] = home("/item?a=1&amp;b=2", "/guide")
+        pages["/old"] = (301, "text/html", "", {"Location": "/moved?x=2&y=1&z=~"})
+
+    web = site(pages, tls=tls, handler=any_order)
+    web.retheme = retheme
+    return web
+
+
+def test_a_page_met_under_another_form_of_its_url_stays_one_document(env, site, redis_client, mongo_db, tmp_path):
+    """A site that changes its links between two crawls (a new theme: the query's arguments in another order, an
+    in-page anchor gone, a redirect's target written another way) still has one stored document per page: the
+    frontier takes those forms for one request (Scrapy's fingerprint), so the store takes them for one key."""
+    web = rethemed_site(site)
+    redis_client.lpush("generic:start_urls", f"{web.url}/")
+    run_workers("generic", env, tmp_path, 1)
+    first = {d["title"]: d for d in mongo_db.pages.find()}
+    assert sorted(first) == ["Guide", "Home", "Item", "Moved", "Only old"], sorted(first)
+
+    web.retheme()  # the same pages, linked another way
+    assert cli(env, "reset", "generic", "--yes").returncode == 0
+    redis_client.lpush("generic:start_urls", f"{web.url}/")
+    run_workers("generic", env, tmp_path, 1)
+    assert sorted(web.fetched("/item")) == ["/item?a=1&b=2", "/item?b=2&a=1"]  # both forms were fetched
+    second = {}
+    for doc in mongo_db.pages.find():
+        assert doc["title"] not in second, f"{doc['title']} stored twice: {doc['url']} and {second[doc['title']]['url']}"
+        second[doc["title"]] = doc
+    assert sorted(second) == ["Guide", "Home", "Item", "Moved", "Only old"]
+    assert {t: d["url"].removeprefix(web.url) for t, d in second.items()} == {
+        "Home": "/", "Item": "/item?a=1&b=2", "Guide": "/guide", "Moved": "/moved?x=2&y=1&z=~",
+        "Only old": "/only-old?a=2&b=1"}
+    for title, doc in second.items():
+        if title == "Only old":  # not linked by the new theme
+            continue
+        assert doc["_id"] == first[title]["_id"] and doc["first_seen"] == first[title]["first_seen"], title
+        assert doc["last_seen"] > first[title]["last_seen"], title
+
+
+def test_documents_stored_before_under_another_form_of_their_url_are_merged_into_one(env, site, redis_client, mongo_db,
+                                                                                     tmp_path):
+    """A store filled before ITEM_KEY_URLS_CANONICAL (here: a crawl with it off) holds a page under the form of its URL
+    the site linked then; the next crawl stores the canonical form beside it. `crawlhub canonicalize-keys` makes them
+    one document (the first crawl's first_seen, the newest values, one _id), moves a page stored only under an old
+    form, leaves the rest alone; --dry-run changes nothing, and a second run finds nothing to do."""
+    web = rethemed_site(site)
+    redis_client.lpush("generic:start_urls", f"{web.url}/")
+    run_workers("generic", {**env, "ITEM_KEY_URLS_CANONICAL": "0"}, tmp_path, 1)
+    old = {d["title"]: d for d in mongo_db.pages.find()}
+    assert old["Item"]["url"] == f"{web.url}/item?b=2&a=1"  # as linked: stored by a version before the setting
+
+    web.retheme()
+    assert cli(env, "reset", "generic", "--yes").returncode == 0
+    redis_client.lpush("generic:start_urls", f"{web.url}/")
+    run_workers("generic", env, tmp_path, 1)
+    both = sorted(d["title"] for d in mongo_db.pages.find())
+    assert both == ["Guide", "Home", "Item", "Item", "Moved", "Moved", "Only old"], both  # what the command is for
+    new = {d["url"]: d for d in mongo_db.pages.find()}
+
+    dry = cli(env, "canonicalize-keys", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert ("pages (key: url): 3 document(s) under a key URL not in its canonical form; 1 would be moved to it, 2 "
+            "would be merged into a document under it") in dry.stdout, dry.stdout
+    assert f"e.g. {web.url}/item?b=2&a=1 -> {web.url}/item?a=1&b=2" in dry.stdout
+    assert mongo_db.pages.count_documents({}) == 7  # a dry run changes nothing
+
+    done = cli(env, "canonicalize-keys")
+    assert done.returncode == 0, done.stderr
+    assert "3 document(s) under a key URL not in its canonical form; 1 moved to it, 2 merged" in done.stdout, done.stdout
+    after = {}
+    for doc in mongo_db.pages.find():
+        assert doc["title"] not in after, f"{doc['title']} still stored twice"
+        after[doc["title"]] = doc
+    assert sorted(after) == ["Guide", "Home", "Item", "Moved", "Only old"]
+    for title, path in (("Item", "/item?a=1&b=2"), ("Moved", "/moved?x=2&y=1&z=~")):
+        doc, canonical = after[title], new[f"{web.url}{path}"]
+        assert doc["url"] == canonical["url"] and doc["_id"] == canonical["_id"]  # merged into the canonical one
+        assert doc["first_seen"] == old[title]["first_seen"] and doc["last_seen"] == canonical["last_seen"]
+        assert doc["spiders"] == ["generic"] and doc["content_hash"] == canonical["content_hash"]
+    only = after["Only old"]
+    assert only["url"] == f"{web.url}/only-old?a=2&b=1" and only["_id"] == old["Only old"]["_id"]  # moved, kept
+    assert after["Guide"] == new[f"{web.url}/guide"]  # canonical all along: untouched
+
+    again = cli(env, "canonicalize-keys", "--collection", "pages")
+    assert again.returncode == 0 and "pages (key: url): 0 document(s)" in again.stdout, again.stdout
+    bad = cli(env, "canonicalize-keys", "--collection", "nope")
+    assert bad.returncode == 2 and "--collection 'nope': not an item collection" in bad.stderr, bad.stderr
+    assert "its item collections: pages" in bad.stderr
+    from tests.sites.server import refused_port
+
+    down = cli({**env, "MONGO_URI": f"mongodb://crawler:s3cret-pw@127.0.0.1:{refused_port()}/"}, "canonicalize-keys")
+    assert down.returncode == 3 and "cannot read MongoDB at mongodb://crawler:***@127.0.0.1" in down.stderr, down.stderr
+    assert "s3cret-pw" not in down.stderr + down.stdout
+
+
+def test_merging_two_forms_of_a_key_keeps_the_newest_values_and_every_found_one(mongo_db):
+    """What `canonicalize-keys` makes of two copies of one page: the newest values win, an empty one never overwrites
+    a found one, the first sight and the spiders of both are kept, the change history follows the key, and the next
+    store of the same item counts it unchanged. A single-page app's route (a fragment) is a key of its own."""
+    from crawlhub.items import Page, item_meta
+    from crawlhub.pipelines.mongo import MongoWriter
+    from crawlhub.pipelines.rekey import canonicalize_keys
+
+    meta = item_meta(Page())
+    base = {"status": 200, "h1": None, "scraped_at": None}
+    raw, canonical = "http://s.test/p?b=2&a=1", "http://s.test/p?a=1&b=2"
+    first = {**base, "url": raw, "source_url": raw, "title": "T1", "description": "kept"}
+    MongoWriter(mongo_db, "quarantine", "old").write([(meta, first)], [])
+    MongoWriter(mongo_db, "quarantine", "old").write([(meta, {**first, "title": "T2"})], [])  # a change, its history
+    newer = {**base, "url": canonical, "source_url": canonical, "title": "T3", "description": None}
+    MongoWriter(mongo_db, "quarantine", "new").write([(meta, newer)], [])
+    routes = [{**base, "url": f"http://app.test/#/item/{n}", "source_url": "http://app.test/", "title": "R"}
+              for n in (1, 2)]
+    MongoWriter(mongo_db, "quarantine", "new").write([(meta, r) for r in routes], [])
+    was = {d["url"]: d for d in mongo_db.pages.find()}
+    assert mongo_db.changes.find_one()["key"] == {"url": raw}
+
+    report = canonicalize_keys(mongo_db, "pages")
+    assert (report.found, report.moved, report.merged, report.history) == (1, 0, 1, 1)
+    assert mongo_db.pages.count_documents({}) == 3
+    doc = mongo_db.pages.find_one({"url": canonical})
+    assert doc["_id"] == was[canonical]["_id"] and doc["title"] == "T3" and doc["description"] == "kept"
+    assert doc["first_seen"] == was[raw]["first_seen"] and doc["last_seen"] == was[canonical]["last_seen"]
+    assert doc["spiders"] == ["old", "new"] and doc["changed_at"] == was[canonical]["changed_at"]
+    assert [c["key"] for c in mongo_db.changes.find()] == [{"url": canonical}]
+    assert {d["url"] for d in mongo_db.pages.find({"title": "R"})} == {r["url"] for r in routes}
+    counts = MongoWriter(mongo_db, "quarantine", "new").write([(meta, {**newer, "description": "kept"})], [])
+    assert counts.get("unchanged") == 1, counts
+    assert canonicalize_keys(mongo_db, "pages").found == 0

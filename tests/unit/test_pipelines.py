@@ -8,7 +8,7 @@ import pytest
 from scrapy.exceptions import DropItem
 
 from crawlhub.items import Page, mark_page
-from crawlhub.pipelines.clean import CleanPipeline, clean_text, parse_price
+from crawlhub.pipelines.clean import CleanPipeline, canonical_key_url, clean_text, parse_price
 from crawlhub.pipelines.dedupe import DedupePipeline
 from crawlhub.pipelines.validate import InvalidItem, ValidatePipeline, problems
 from spiders.items import Product, Quote, quote_key
@@ -69,6 +69,43 @@ def test_clean_quote_key(crawler):
     CleanPipeline.from_crawler(crawler).process_item(item)
     assert item.quote_id == quote_key("“A day”", "Steve Martin")
     assert quote_key("a", "bc") != quote_key("ab", "c")
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("https://Shop.Example/p?b=2&a=1", "https://shop.example/p?a=1&b=2"),  # the fingerprint's form
+    ("https://shop.example/p?", "https://shop.example/p"),
+    ("https://shop.example/p#reviews", "https://shop.example/p"),  # an in-page anchor: the same document
+    ("https://shop.example/p?x=%7e&y=caf\u00e9", "https://shop.example/p?x=~&y=caf%C3%A9"),
+    ("https://app.example/#/item/1", "https://app.example/#/item/1"),  # a single-page app's routes: documents
+    ("https://app.example/#!item/2", "https://app.example/#!item/2"),
+    ("/relative?b=1&a=2", "/relative?b=1&a=2"),  # not an absolute http(s) URL: left as it is
+    ("mailto:a@b.example", "mailto:a@b.example"),
+    ("759", "759"), (None, None), (759, 759),
+    ("http://[::1/p?b=1&a=2", "http://[::1/p?b=1&a=2"),  # not a URL after all: ValidatePipeline says so
+])
+def test_a_key_url_takes_the_form_the_fingerprint_reads(value, expected):
+    assert canonical_key_url(value) == expected
+
+
+def test_a_url_key_is_stored_canonical_and_other_url_fields_as_found(crawler):
+    from crawlhub.items import Page
+
+    page = Page(url="https://Shop.Example/p?b=2&a=1#top", source_url="https://shop.example/p?b=2&a=1", status=200)
+    CleanPipeline.from_crawler(crawler).process_item(page)
+    assert page.url == "https://shop.example/p?a=1&b=2"  # the key
+    assert page.source_url == "https://shop.example/p?b=2&a=1"  # not a key: as the page was fetched
+    assert crawler.stats.get_value("items/key_urls_canonical") == 1
+    item = {"url": "p?b=2&a=1", "source_url": "https://shop.example/list/"}  # a dict item, keyed by url
+    CleanPipeline.from_crawler(crawler).process_item(item)
+    assert item["url"] == "https://shop.example/list/p?a=1&b=2"
+    product = Product(id="7", url="https://shop.example/p?b=2&a=1", source_url="https://shop.example/")
+    CleanPipeline.from_crawler(crawler).process_item(product)
+    assert product.url == "https://shop.example/p?b=2&a=1"  # keyed by (site, id): its url is a plain field
+    crawler.settings.frozen = False
+    crawler.settings.set("ITEM_KEY_URLS_CANONICAL", False)
+    page = Page(url="https://shop.example/p?b=2&a=1")
+    CleanPipeline.from_crawler(crawler).process_item(page)
+    assert page.url == "https://shop.example/p?b=2&a=1"
 
 
 def valid_product(**kw):
