@@ -46,6 +46,15 @@ EMBEDDED_MONGO_PORT = 27017
 # --- Frontier (scrapy-redis, JSON-serialized, shared by every worker) ------
 SCHEDULER = "crawlhub.frontier.scheduler.RedisScheduler"
 DUPEFILTER_CLASS = "crawlhub.frontier.dupefilter.RedisDupeFilter"
+# Scrapy's fingerprint, the URL read without URL_TRACKING_PARAMS (crawlhub.fingerprint): a page linked with
+# ?utm_source=... is the page, fetched once. A project's own fingerprinter replaces it.
+REQUEST_FINGERPRINTER_CLASS = "crawlhub.fingerprint.RequestFingerprinter"
+# Query (and ;path) parameters that only track a visit, never change the page (names or patterns such as utm_*,
+# case ignored): left out of the request fingerprint and of a key URL (ITEM_KEY_URLS_CANONICAL). [] = none.
+URL_TRACKING_PARAMS = [
+    "utm_*", "gclid", "gclsrc", "dclid", "gbraid", "wbraid", "fbclid", "msclkid", "twclid", "ttclid", "yclid",
+    "igshid", "mc_cid", "mc_eid", "_ga", "_gl", "_hsenc", "_hsmi", "mkt_tok", "jsessionid", "phpsessid",
+]
 SCHEDULER_QUEUE_KEY = "%(spider)s:requests"
 SCHEDULER_DUPEFILTER_KEY = "%(spider)s:dupefilter"
 # A worker never wipes the shared queue or dupefilter when it closes; only

@@ -16,6 +16,7 @@ def canonicalize_keys(collections: tuple[str, ...], dry_run: bool) -> None:
     """Move documents stored under a key URL not in its canonical form (/p?b=2&a=1, stored before
     ITEM_KEY_URLS_CANONICAL) to that form (/p?a=1&b=2), merging each into the document already stored there: one
     document per page. Safe to run while workers crawl, and again after a run that stopped."""
+    from crawlhub._utils.urls import IgnoredParams
     from crawlhub.pipelines.rekey import canonicalize_keys as rekey
     from crawlhub.pipelines.rekey import key_fields_of
 
@@ -28,7 +29,8 @@ def canonicalize_keys(collections: tuple[str, ...], dry_run: bool) -> None:
                 items = [name for name in names if key_fields_of(db[name])]
                 raise BadInput(f"--collection {', '.join(map(repr, unknown))}: not an item collection of database "
                                f"{db.name!r} (its item collections: {', '.join(items) or 'none'}); nothing changed")
-        reports = [rekey(db, name, apply=not dry_run, changes=current.get("CHANGES_COLLECTION") or "")
+        tracking = IgnoredParams(current.getlist("URL_TRACKING_PARAMS"))
+        reports = [rekey(db, name, apply=not dry_run, changes=current.get("CHANGES_COLLECTION") or "", tracking=tracking)
                    for name in (collections or names)]
     would = "would be " if dry_run else ""
     for report in (r for r in reports if r.key_fields):

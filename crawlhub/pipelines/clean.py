@@ -2,8 +2,9 @@
 
 * every text field: whitespace collapsed and stripped; empty becomes None;
 * URL fields: made absolute against the item's source_url;
-* a key field that holds an http(s) URL: in the form the request fingerprint reads (``canonical_key_url``), so a
-  page met under two forms of its URL is one stored document (ITEM_KEY_URLS_CANONICAL);
+* a key field that holds an http(s) URL: in the form the request fingerprint reads (``canonical_key_url``: without
+  URL_TRACKING_PARAMS too), so a page met under two forms of its URL is one stored document
+  (ITEM_KEY_URLS_CANONICAL);
 * the item type's price fields (``price_fields``): "£63.00" -> "63.00" and
   currency "GBP", parsed with price-parser (currency symbols mapped to ISO
   4217 codes; a bare "$" is USD unless the spider's ``currency`` attribute or
@@ -31,6 +32,7 @@ from price_parser import Price
 from scrapy.crawler import Crawler
 from w3lib.url import canonicalize_url
 
+from crawlhub._utils.urls import IgnoredParams
 from crawlhub.items import item_meta
 
 if TYPE_CHECKING:
@@ -96,19 +98,21 @@ def absolute_against(item: Any, base: str) -> Any:
     return item
 
 
-def canonical_key_url(value: Any) -> Any:
-    """A key's URL in the form Scrapy's request fingerprint reads it (w3lib's ``canonicalize_url``: the query's
-    arguments sorted, percent-escapes made one way, the host in lower case, an empty query dropped), so two forms of
-    one page's URL, which the frontier fetches once, are one stored document. An in-page anchor goes (``#reviews``),
-    as in the fingerprint; a fragment that routes a single-page app (``#/item/1``, ``#!item/1``) stays: it names
-    another document. Anything but an absolute http(s) URL is returned as it is."""
+def canonical_key_url(value: Any, tracking: IgnoredParams | None = None) -> Any:
+    """A key's URL in the form the request fingerprint reads it (w3lib's ``canonicalize_url``, as Scrapy's: the
+    query's arguments sorted, percent-escapes made one way, the host in lower case, an empty query dropped; and
+    without the ``tracking`` parameters, as crawlhub's fingerprinter reads it), so two forms of one page's URL, which
+    the frontier fetches once, are one stored document. An in-page anchor goes (``#reviews``), as in the
+    fingerprint; a fragment that routes a single-page app (``#/item/1``, ``#!item/1``) stays: it names another
+    document. Anything but an absolute http(s) URL is returned as it is."""
     if not isinstance(value, str):
         return value
     try:
         parts = urlsplit(value)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             return value
-        return canonicalize_url(value, keep_fragments=parts.fragment.startswith(("/", "!")))
+        url = tracking.strip_url(value) if tracking else value
+        return canonicalize_url(url, keep_fragments=parts.fragment.startswith(("/", "!")))
     except ValueError:  # not a URL after all (a bad port, a bad IPv6 host): ValidatePipeline judges it
         return value
 
@@ -119,6 +123,7 @@ class CleanPipeline:
         self.default_currency = crawler.settings.get("DEFAULT_CURRENCY") or None
         self.max_chars = crawler.settings.getint("ITEM_FIELD_MAX_CHARS")
         self.canonical_keys = crawler.settings.getbool("ITEM_KEY_URLS_CANONICAL")
+        self.tracking = IgnoredParams(crawler.settings.getlist("URL_TRACKING_PARAMS"))
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -140,7 +145,7 @@ class CleanPipeline:
         if self.canonical_keys:
             for name in meta.key_fields:
                 value = adapter.get(name) if name in adapter else None
-                if (canonical := canonical_key_url(value)) != value:
+                if (canonical := canonical_key_url(value, self.tracking)) != value:
                     adapter[name] = canonical
                     self.crawler.stats.inc_value("items/key_urls_canonical")
         if meta.price_fields:

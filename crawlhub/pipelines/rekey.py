@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from pymongo.errors import DuplicateKeyError
 
+from crawlhub._utils.urls import IgnoredParams
 from crawlhub.items import is_empty
 from crawlhub.pipelines.clean import canonical_key_url
 from crawlhub.pipelines.mongo import content_hash, stored_fields
@@ -57,8 +58,8 @@ def key_fields_of(coll: Collection[Any]) -> tuple[str, ...]:
     return tuple(name for name, _ in index["key"]) if index else ()
 
 
-def canonical_key(key: dict[str, Any]) -> dict[str, Any]:
-    return {name: canonical_key_url(value) for name, value in key.items()}
+def canonical_key(key: dict[str, Any], tracking: IgnoredParams | None = None) -> dict[str, Any]:
+    return {name: canonical_key_url(value, tracking) for name, value in key.items()}
 
 
 def _seen(doc: dict[str, Any]) -> tuple[int, Any]:
@@ -94,9 +95,10 @@ def merge(docs: list[dict[str, Any]], key: dict[str, Any]) -> dict[str, Any]:
 
 
 def canonicalize_keys(db: Database[Any], collection: str, *, apply: bool = True, changes: str = "changes",
-                      examples: int = 3) -> Rekeyed:
+                      tracking: IgnoredParams | None = None, examples: int = 3) -> Rekeyed:
     """Move ``collection``'s documents stored under a non-canonical key URL to the canonical key (merged into the
-    document there, if any); with ``apply`` False only count them. See the module's docstring."""
+    document there, if any); with ``apply`` False only count them. ``tracking``: the parameters a canonical key URL
+    is without (URL_TRACKING_PARAMS). See the module's docstring."""
     coll = db[collection]
     report = Rekeyed(collection, key_fields_of(coll))
     if not report.key_fields:
@@ -104,7 +106,7 @@ def canonicalize_keys(db: Database[Any], collection: str, *, apply: bool = True,
     groups: dict[tuple[Any, ...], list[Any]] = defaultdict(list)  # canonical key -> ids of documents to move
     for doc in coll.find({}, dict.fromkeys(report.key_fields, 1)):
         key = {name: doc.get(name) for name in report.key_fields}
-        canonical = canonical_key(key)
+        canonical = canonical_key(key, tracking)
         if canonical != key:
             groups[tuple(canonical.values())].append(doc["_id"])
             if len(report.examples) < examples:
@@ -120,7 +122,7 @@ def canonicalize_keys(db: Database[Any], collection: str, *, apply: bool = True,
         report.moved += moved
         report.merged += merged
     if apply and report.found and changes:
-        report.history = _rekey_history(db[changes], collection)
+        report.history = _rekey_history(db[changes], collection, tracking)
     return report
 
 
@@ -146,12 +148,12 @@ def _rekey(coll: Collection[Any], key: dict[str, Any], ids: list[Any]) -> tuple[
     raise RuntimeError(f"{coll.name}: {_shown(key)} kept changing while being merged; run it again")
 
 
-def _rekey_history(changes: Collection[Any], collection: str) -> int:
+def _rekey_history(changes: Collection[Any], collection: str, tracking: IgnoredParams | None) -> int:
     """The change records of ``collection`` whose key is not canonical, re-keyed: how many."""
     moved = 0
     for record in changes.find({"collection": collection}, {"key": 1}):
         key = record.get("key")
-        if isinstance(key, dict) and (canonical := canonical_key(key)) != key:
+        if isinstance(key, dict) and (canonical := canonical_key(key, tracking)) != key:
             changes.update_one({"_id": record["_id"]}, {"$set": {"key": canonical}})
             moved += 1
     return moved

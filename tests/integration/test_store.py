@@ -208,7 +208,8 @@ def test_an_item_type_of_the_projects_own_is_cleaned_validated_and_stored_by_its
 def rethemed_site(site, tls=True):
     """A site whose links to its pages change between two crawls (``retheme()``): a new theme writes the query's
     arguments in another order, drops an in-page anchor, and redirects to another form of the same URL. Its server
-    reads a query's arguments in any order, as real ones do."""
+    reads a query's arguments in any order, as real ones do, and answers a link with tracking parameters (utm_*,
+    fbclid) as the page without them."""
     from urllib.parse import parse_qsl, urlencode, urlsplit
 
     def home(item, guide, extra=""):
@@ -222,13 +223,15 @@ def rethemed_site(site, tls=True):
              "/moved?x=2&y=1&z=~": "<html><head><title>Moved</title></head><body>moved</body></html>",
              "/only-old?a=2&b=1": "<html><head><title>Only old</title></head><body>linked once</body></html>"}
 
-    def any_order(web, path):
+    def any_order(web, path):  # and a tracking parameter is no page of its own
         parts = urlsplit(path)
-        page = web.pages.get(f"{parts.path}?{urlencode(sorted(parse_qsl(parts.query)), safe='~')}") if parts.query else None
+        args = sorted((k, v) for k, v in parse_qsl(parts.query) if not k.startswith("utm_") and k != "fbclid")
+        page = web.pages.get(f"{parts.path}?{urlencode(args, safe='~')}" if args else parts.path)
         return (200, "text/html; charset=utf-8", page, {}) if isinstance(page, str) else page
 
-    def retheme():
-        pages["/"] = home("/item?a=1&amp;b=2", "/guide")
+    def retheme():  # and a newsletter's and a share button's links, with their tracking parameters
+        pages["/"] = home("/item?a=1&amp;b=2", "/guide?utm_source=nav&amp;utm_medium=menu",
+                          ' <a href="/item?fbclid=share&amp;a=1&amp;b=2">share</a> <a href="/guide">guide</a>')
         pages["/old"] = (301, "text/html", "", {"Location": "/moved?x=2&y=1&z=~"})
 
     web = site(pages, tls=tls, handler=any_order)
@@ -251,6 +254,7 @@ def test_a_page_met_under_another_form_of_its_url_stays_one_document(env, site, 
     redis_client.lpush("generic:start_urls", f"{web.url}/")
     run_workers("generic", env, tmp_path, 1)
     assert sorted(web.fetched("/item")) == ["/item?a=1&b=2", "/item?b=2&a=1"]  # both forms were fetched
+    assert sorted(web.fetched("/guide")) == ["/guide", "/guide?utm_source=nav&utm_medium=menu"]  # once a crawl
     second = {}
     for doc in mongo_db.pages.find():
         assert doc["title"] not in second, f"{doc['title']} stored twice: {doc['url']} and {second[doc['title']]['url']}"

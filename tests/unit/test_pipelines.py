@@ -95,6 +95,9 @@ def test_a_url_key_is_stored_canonical_and_other_url_fields_as_found(crawler):
     assert page.url == "https://shop.example/p?a=1&b=2"  # the key
     assert page.source_url == "https://shop.example/p?b=2&a=1"  # not a key: as the page was fetched
     assert crawler.stats.get_value("items/key_urls_canonical") == 1
+    tracked = Page(url="https://shop.example/p;jsessionid=9?utm_source=mail&b=2&gclid=x&a=1", status=200)
+    CleanPipeline.from_crawler(crawler).process_item(tracked)
+    assert tracked.url == "https://shop.example/p?a=1&b=2"  # the tracking parameters go too (URL_TRACKING_PARAMS)
     item = {"url": "p?b=2&a=1", "source_url": "https://shop.example/list/"}  # a dict item, keyed by url
     CleanPipeline.from_crawler(crawler).process_item(item)
     assert item["url"] == "https://shop.example/list/p?a=1&b=2"
