@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import time
 
 from scrapy import Request, Spider, signals
@@ -32,6 +33,7 @@ from crawlhub.intent import leased
 from crawlhub.revisit.policy import RevisitPolicy
 from crawlhub.revisit.store import GoneCheck, StatusUpdate
 
+logger = logging.getLogger(__name__)
 RECORDED = frozenset({304, 404, 410})
 # meta of one fetch, not of the page: left out of the request the store keeps
 NOT_STORED = (*meta.PARENT_ONLY, meta.ROBOTS_WAITS, meta.RESLOT, meta.SLOT_TAKEN, meta.SAME_PAGE, "redirect_urls",
@@ -89,12 +91,20 @@ class RevisitMiddleware(FrontierMiddleware):
             changed = not (status == 304 or (signature is not None and signature == known.get("signature")))
         new_interval = self.policy.maximum if status in (404, 410) else self.policy.adapt(float(interval), changed)
         headers = response.headers
+        fp = self.crawler.request_fingerprinter.fingerprint(request).hex()
+        moved_from = None
+        if known.get("fp") and known["fp"] != fp:  # a revisit of a record the fingerprinter now reads otherwise
+            moved_from = {name: known.get(name) for name in ("fp", "fetches", "changes", "unchanged", "first_fetch")}
+            self.crawler.stats.inc_value("revisit/records_moved")
+            logger.info("The status record of %s moves to its fingerprint as the request fingerprinter reads it today "
+                        "(%s, was %s: REQUEST_FINGERPRINTER_CLASS or URL_TRACKING_PARAMS changed)", request.url, fp,
+                        known["fp"])
         update = StatusUpdate(
-            spider=self.spider_name, fp=self.crawler.request_fingerprinter.fingerprint(request).hex(),
+            spider=self.spider_name, fp=fp,
             url=request.url, domain=domain_of(request.url), request=stored_request(request.meta[meta.LEASE_PAYLOAD]),
             fetched_at=time.time(), status=status,
             etag=_text(headers.get(b"ETag")), last_modified=_text(headers.get(b"Last-Modified")),
-            signature=signature, interval=new_interval, changed=changed,
+            signature=signature, interval=new_interval, changed=changed, moved_from=moved_from,
         )
         # once the page's items are stored (a 304: when its lease ends), as the page's judges leave it
         # (crawlhub.signals.page_done); the frontier's warden takes them with the answer

@@ -51,6 +51,10 @@ def revisit_payload(doc: dict[str, Any], data: dict[str, Any] | None = None) -> 
     """The request a due page is queued as: its stored request, with what the store knows of it."""
     data = json.loads(doc["request"]) if data is None else data
     data.setdefault("meta", {})[meta.STATUS] = {
+        # the record's fingerprint and counts: a fetch whose fingerprint is another today (the fingerprinter reads a
+        # URL otherwise since: an upgrade, URL_TRACKING_PARAMS, a project's own) moves the record to it, counts and all
+        "fp": doc.get("fp"), "fetches": doc.get("fetches"), "changes": doc.get("changes"),
+        "unchanged": doc.get("unchanged"), "first_fetch": doc.get("first_fetch"),
         "etag": doc.get("etag"), "last_modified": doc.get("last_modified"), "signature": doc.get("signature"),
         "interval": doc.get("interval"), "due": doc.get("next_fetch"), "items": doc.get("items"),
         "broken": doc.get("broken"),

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from pymongo import ASCENDING, UpdateOne
+from pymongo import ASCENDING, DeleteOne, UpdateOne
 from pymongo.collection import Collection
 
 
@@ -49,6 +49,10 @@ class StatusUpdate:
     changed: bool | None  # None: the first fetch (neither)
     items: int | None = None  # the items the page yielded (crawlhub.extensions.quality: the page's baseline)
     broken: str = ""  # why the page's extraction was judged broken ('' = healthy, or not judged)
+    # the record this fetch's revisit came from, when it is under another fingerprint (the fingerprinter reads the
+    # request otherwise since it was written: an upgrade, URL_TRACKING_PARAMS): {fp, fetches, changes, unchanged,
+    # first_fetch}. The status moves to this fetch's fingerprint, its counts carried on, and that record goes.
+    moved_from: dict[str, Any] | None = None
 
     @property
     def id(self) -> str:
@@ -74,8 +78,20 @@ class StatusUpdate:
         counts = {"fetches": 1}
         if self.changed is not None:
             counts["changes" if self.changed else "unchanged"] = 1
+        if self.moved_from is not None:  # the old record's counts and one more, and never below what is there
+            old = self.moved_from
+            carried = {name: int(old.get(name) or 0) + counts.get(name, 0) for name in ("fetches", "changes", "unchanged")}
+            return UpdateOne({"_id": self.id}, {"$set": fields, "$unset": unset, "$max": carried,
+                                               "$min": {"first_fetch": old.get("first_fetch") or self.fetched_at}},
+                             upsert=True)
         return UpdateOne({"_id": self.id}, {"$set": fields, "$unset": unset, "$inc": counts,
                                            "$setOnInsert": {"first_fetch": self.fetched_at}}, upsert=True)
+
+    def operations(self) -> list[UpdateOne | DeleteOne]:
+        """The write, and the deletion of the record it moved from (if any)."""
+        if self.moved_from is None:
+            return [self.operation()]
+        return [self.operation(), DeleteOne({"_id": f"{self.spider}:{self.moved_from['fp']}"})]
 
 
 @dataclass
@@ -164,12 +180,18 @@ class StatusStore:
             self._indexed = True
 
     def write(self, updates: list[StatusUpdate]) -> int:
-        """One bulk write; the last update of a page in the batch wins."""
+        """One bulk write; the last update of a page in the batch wins (a move to its fingerprint kept)."""
         if not updates:
             return 0
         self.ensure_indexes()
-        last = {(type(u).__name__, u.id): u for u in updates}
-        self.collection.bulk_write([u.operation() for u in last.values()], ordered=False)
+        last: dict[tuple[str, str], Any] = {}
+        for update in updates:
+            key = (type(update).__name__, update.id)
+            before = last.get(key)
+            if isinstance(before, StatusUpdate) and before.moved_from and not update.moved_from:
+                update.moved_from = before.moved_from  # the page's record still moves (the other fetch: its link)
+            last[key] = update
+        self.collection.bulk_write([op for u in last.values() for op in u.operations()], ordered=False)
         return len(last)
 
     def due(self, spider: str, now: float, limit: int, since: float | None = None) -> list[dict[str, Any]]:
@@ -178,7 +200,8 @@ class StatusStore:
         when: dict[str, float] = {"$lte": now} if since is None else {"$gte": since, "$lte": now}
         found = self.collection.find({"spider": spider, "next_fetch": when},
                                      {"url": 1, "fp": 1, "domain": 1, "request": 1, "etag": 1, "last_modified": 1,
-                                      "signature": 1, "interval": 1, "next_fetch": 1, "items": 1, "broken": 1})
+                                      "signature": 1, "interval": 1, "next_fetch": 1, "items": 1, "broken": 1,
+                                      "fetches": 1, "changes": 1, "unchanged": 1, "first_fetch": 1})
         if since is None:
             found = found.sort("next_fetch", ASCENDING)
         return list(found.limit(limit))

@@ -216,3 +216,55 @@ def test_a_refresher_killed_mid_batch_loses_and_repeats_nothing(env, site, redis
     twice = {path for path, n in counts().items() if n > 2}
     assert twice <= held_paths, "a page is fetched once per cycle; only a lease of the killed worker may be re-fetched"
     assert redis_client.hlen("t_revisit_pages:revisits") == len(every), "every due page queued (once)"
+
+
+def test_a_status_record_moves_to_its_pages_fingerprint_when_the_fingerprinter_changed(env, site, redis_client,
+                                                                                         mongo_db, tmp_path):
+    """A page's status record is keyed by its request's fingerprint. When that fingerprint changes between two runs
+    (an upgrade that reads tracking parameters out of it, URL_TRACKING_PARAMS edited, a project's own fingerprinter),
+    the page is met under the new one (its link again: a new record) and the old record falls due: its revisit moves
+    it to the new fingerprint, counts and first fetch carried on, merged with the new record. Else both stay, each
+    due on its own: the page fetched twice as often as its schedule says, for good."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit
+
+    pages = {"/": '<html><body><a href="/a/?utm_source=nav">a</a> <a href="/b/">b</a></body></html>',
+             "/a/": "<html><head><title>A</title></head><body>a</body></html>",
+             "/b/": "<html><head><title>B</title></head><body>b</body></html>"}
+
+    def tracking_ignored(web, path):  # a real server answers a link with utm_* as the page
+        parts = urlsplit(path)
+        args = [(k, v) for k, v in parse_qsl(parts.query) if not k.startswith("utm_")]
+        page = web.pages.get(f"{parts.path}?{urlencode(args)}" if args else parts.path)
+        return (200, "text/html; charset=utf-8", page, {}) if isinstance(page, str) else page
+
+    web = site(pages, handler=tracking_ignored)
+    env = {**env, "SPIDER_MODULES": SPIDERS, "MAX_IDLE_TIME_BEFORE_CLOSE": "0", "REFRESH_INTERVAL": "0.3"}
+    redis_client.lpush("t_revisit_pages:start_urls", f"{web.url}/")
+    before = start_worker("t_revisit_pages", {**env, "URL_TRACKING_PARAMS": "[]"}, tmp_path, "before")
+    try:
+        wait_until(lambda: mongo_db.url_status.count_documents({}) == 3, 60, "the first fetch of each page")
+    finally:
+        before.proc.terminate()
+        before.wait(30)
+    first = {d["url"].removeprefix(web.url): d for d in mongo_db.url_status.find()}
+    assert sorted(first) == ["/", "/a/?utm_source=nav", "/b/"]
+
+    after = start_worker("t_revisit_pages", env, tmp_path, "after")  # its fingerprint reads utm_source out
+
+    def settled():  # one record a page again, each fetched twice (the one that moved counted on)
+        records = list(mongo_db.url_status.find())
+        return len(records) == 3 and all(d.get("fetches", 0) >= 2 for d in records)
+
+    try:
+        wait_for(settled, 90, step=0.2)
+    finally:
+        after.proc.terminate()
+        after.wait(30)
+    records = {d["url"].removeprefix(web.url): d for d in mongo_db.url_status.find()}
+    assert mongo_db.url_status.count_documents({}) == 3, [(d["url"], d["fp"][:6], d.get("fetches"), d.get("first_fetch"), d.get("last_fetch"), d.get("next_fetch")) for d in mongo_db.url_status.find()]
+    for path, doc in records.items():
+        assert doc["fetches"] >= 2 and doc["first_fetch"] == first[path]["first_fetch"], (path, doc)
+    moved = records["/a/?utm_source=nav"]
+    assert moved["fp"] != first["/a/?utm_source=nav"]["fp"]  # its fingerprint as read today: without utm_source
+    assert records["/b/"]["_id"] == first["/b/"]["_id"] and records["/"]["_id"] == first["/"]["_id"]
+    assert "The status record of" in after.log() and "moves to its fingerprint" in after.log()
