@@ -17,6 +17,10 @@ import redis
 from redis.cluster import ClusterNode, RedisCluster
 
 
+class PortTaken(RuntimeError):
+    """A node exited at its start: its port or its cluster bus port was taken meanwhile."""
+
+
 def _free_port_pair() -> int:
     """A loopback port p with p + 10000 (the cluster bus) free too."""
     for _ in range(200):
@@ -51,8 +55,8 @@ class LocalRedisCluster:
         count = self.masters * (1 + self.replicas)
         for _ in range(count):
             self._spawn(_free_port_pair())
-        for port in self.procs:
-            self._wait_ping(port)
+        for port in list(self.procs):
+            self._ready(port)
         nodes = [f"127.0.0.1:{p}" for p in self.procs]
         if count == 1:  # redis-cli creates clusters of 3 masters or more: one node takes every slot itself
             only = redis.Redis(port=next(iter(self.procs)))
@@ -95,13 +99,28 @@ class LocalRedisCluster:
                 "--cluster-replica-validity-factor", "0"]
         self.procs[port] = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
+    def _ready(self, port: int, tries: int = 5) -> None:
+        """Until the node on ``port`` answers. A node that exited (another process took its port or its bus port
+        between their choice and its start: a busy machine's race) is started again on another port."""
+        for _ in range(tries - 1):
+            try:
+                self._wait_ping(port)
+                return
+            except PortTaken:
+                self.procs.pop(port)
+                port = _free_port_pair()
+                self._spawn(port)
+        self._wait_ping(port)
+
     def _wait_ping(self, port: int, timeout: float = 15) -> None:
         deadline = time.monotonic() + timeout
         while True:
             try:
-                if redis.Redis(port=port, socket_timeout=1).ping():
+                if redis.Redis(host="127.0.0.1", port=port, socket_timeout=1).ping():
                     return
             except redis.RedisError:
+                if self.procs[port].poll() is not None:  # it could not listen: whatever answers is not it
+                    raise PortTaken(f"redis-server on port {port} exited ({self.procs[port].returncode})") from None
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.05)

@@ -191,7 +191,10 @@ class StatusStore:
             if isinstance(before, StatusUpdate) and before.moved_from and not update.moved_from:
                 update.moved_from = before.moved_from  # the page's record still moves (the other fetch: its link)
             last[key] = update
-        self.collection.bulk_write([op for u in last.values() for op in u.operations()], ordered=False)
+        ops: list[Any] = []
+        for update in last.values():  # a StatusUpdate may move a record (two operations); a sitemap's lastmod is one
+            ops += update.operations() if isinstance(update, StatusUpdate) else [update.operation()]
+        self.collection.bulk_write(ops, ordered=False)
         return len(last)
 
     def due(self, spider: str, now: float, limit: int, since: float | None = None) -> list[dict[str, Any]]:
