@@ -55,6 +55,14 @@ class LocalRedisCluster:
         count = self.masters * (1 + self.replicas)
         for _ in range(count):
             self._spawn(_free_port_pair())
+        try:
+            self._form(count)
+        except BaseException:  # no node outlives a start that failed (__exit__ is not called then)
+            self.stop()
+            raise
+        return self
+
+    def _form(self, count: int) -> None:
         for port in list(self.procs):
             self._ready(port)
         nodes = [f"127.0.0.1:{p}" for p in self.procs]
@@ -62,16 +70,14 @@ class LocalRedisCluster:
             only = redis.Redis(port=next(iter(self.procs)))
             only.execute_command("CLUSTER", "ADDSLOTSRANGE", 0, 16383)
             self.wait_ok()
-            return self
+            return
         out = subprocess.run(["redis-cli", "--cluster", "create", *nodes, "--cluster-replicas", str(self.replicas),
                               "--cluster-yes"], capture_output=True, text=True, timeout=60)
         if out.returncode != 0:
-            self.stop()
             raise RuntimeError(f"redis-cli --cluster create failed: {out.stdout[-2000:]} {out.stderr[-2000:]}")
         self.wait_ok()
         if self.replicas:
             self.wait_replicas()
-        return self
 
     def wait_replicas(self, timeout: float = 30) -> None:
         """Until every replica's link to its primary is up (a replica that never synced cannot take over)."""
