@@ -73,6 +73,7 @@ def test_expired_returns_leases_past_their_deadline_with_owner_time_and_payload(
     assert wait_for(frontier.expired, 3)
     ((lease_id, owner, taken, body, done),) = frontier.expired()
     assert (lease_id, owner, body) == (short, "dead-worker", payload) and abs(taken - time.time()) < 5
+    assert (lease_id, owner, body, done) == (short, "dead-worker", payload, False) and abs(taken - time.time()) < 5
     assert done is False, "a lease no renewal marked is not done"
 
 
