@@ -53,6 +53,9 @@ class StatusUpdate:
     # request otherwise since it was written: an upgrade, URL_TRACKING_PARAMS): {fp, fetches, changes, unchanged,
     # first_fetch}. The status moves to this fetch's fingerprint, its counts carried on, and that record goes.
     moved_from: dict[str, Any] | None = None
+    # a redirect's target, met through another page's revisit: a record already there keeps its own address and
+    # request (the callback it is crawled with), which this fetch's request (the other page's) must not replace
+    keep_request: bool = False
 
     @property
     def id(self) -> str:
@@ -68,6 +71,8 @@ class StatusUpdate:
             # a broken extraction: no validators and no signature (the next fetch is a whole GET that a fixed
             # spider parses again), the page's item count and its interval as they were (it stays due)
             fields.update(broken=self.broken, broken_at=self.fetched_at)
+            if self.items is not None:  # (a baseline handed on: a moved page's, to its new address's record)
+                fields["items"] = self.items
             unset = {"etag": "", "last_modified": "", "signature": ""}
         else:
             if self.status != 304:  # a 304 keeps the stored body's validators and signature
@@ -75,6 +80,7 @@ class StatusUpdate:
             if self.items is not None:
                 fields["items"] = self.items
             unset = {"broken": "", "broken_at": ""}
+        unset["redirected_to"] = ""  # answered at its own address (again)
         counts = {"fetches": 1}
         if self.changed is not None:
             counts["changes" if self.changed else "unchanged"] = 1
@@ -84,14 +90,49 @@ class StatusUpdate:
             return UpdateOne({"_id": self.id}, {"$set": fields, "$unset": unset, "$max": carried,
                                                "$min": {"first_fetch": old.get("first_fetch") or self.fetched_at}},
                              upsert=True)
+        on_insert: dict[str, Any] = {"first_fetch": self.fetched_at}
+        if self.keep_request:
+            on_insert.update((name, fields.pop(name)) for name in ("url", "domain", "request"))
         return UpdateOne({"_id": self.id}, {"$set": fields, "$unset": unset, "$inc": counts,
-                                           "$setOnInsert": {"first_fetch": self.fetched_at}}, upsert=True)
+                                           "$setOnInsert": on_insert}, upsert=True)
 
     def operations(self) -> list[UpdateOne | DeleteOne]:
         """The write, and the deletion of the record it moved from (if any)."""
         if self.moved_from is None:
             return [self.operation()]
         return [self.operation(), DeleteOne({"_id": f"{self.spider}:{self.moved_from['fp']}"})]
+
+
+@dataclass
+class Redirected:
+    """A revisit of a page that now redirects to another page: what its record keeps.
+
+    The record stays under the page's own fingerprint and address (a site that takes the redirect back has its
+    page back), with the redirect's status and where it leads (``redirected_to``). A permanent redirect (301, 308)
+    also ends its validators and body signature (they were the old body's: the next fetch is a whole GET); a
+    temporary one leaves them. ``interval``: when it is checked again (crawlhub.downloadermiddlewares.revisit)."""
+
+    spider: str
+    fp: str
+    url: str
+    to: str
+    status: int | str  # (Scrapy's redirect reason: a status, or "meta refresh")
+    fetched_at: float
+    interval: float
+    permanent: bool = True
+
+    @property
+    def id(self) -> str:
+        return f"{self.spider}:{self.fp}"
+
+    def operation(self) -> UpdateOne:
+        update: dict[str, Any] = {
+            "$set": {"redirected_to": self.to, "last_fetch": self.fetched_at, "last_status": self.status,
+                     "interval": self.interval, "next_fetch": self.fetched_at + self.interval},
+            "$inc": {"fetches": 1, "changes": 1} if self.permanent else {"fetches": 1}}
+        if self.permanent:
+            update["$unset"] = {"etag": "", "last_modified": "", "signature": ""}
+        return UpdateOne({"_id": self.id}, update)  # (no upsert: a record deleted meanwhile, by a reset, stays gone)
 
 
 @dataclass
@@ -196,6 +237,12 @@ class StatusStore:
             ops += update.operations() if isinstance(update, StatusUpdate) else [update.operation()]
         self.collection.bulk_write(ops, ordered=False)
         return len(last)
+
+    def record_state(self, spider: str, fp: str) -> str | None:
+        """None: the page of this fingerprint has no record; else why its extraction is judged broken ('' = it is
+        not)."""
+        doc = self.collection.find_one({"_id": f"{spider}:{fp}"}, {"broken": 1})
+        return None if doc is None else str(doc.get("broken") or "")
 
     def due(self, spider: str, now: float, limit: int, since: float | None = None) -> list[dict[str, Any]]:
         """The pages due by ``now``: most overdue first, or (``since``) those due from ``since`` on, in any order."""

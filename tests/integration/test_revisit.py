@@ -268,3 +268,109 @@ def test_a_status_record_moves_to_its_pages_fingerprint_when_the_fingerprinter_c
     assert moved["fp"] != first["/a/?utm_source=nav"]["fp"]  # its fingerprint as read today: without utm_source
     assert records["/b/"]["_id"] == first["/b/"]["_id"] and records["/"]["_id"] == first["/"]["_id"]
     assert "The status record of" in after.log() and "moves to its fingerprint" in after.log()
+
+
+def test_a_page_that_redirects_when_revisited_is_moved_or_removed_and_its_target_keeps_its_own_record(
+        env, site, redis_client, mongo_db, tmp_path):
+    """Between two visits a shop (https) moves a product to a new address (a 301 from the old one, which its listing
+    still links) and removes another, whose address now redirects to the listing. The moved product is stored under
+    its new address and its old document is marked gone; the removed one is marked gone; the listing, the target of
+    the second redirect, keeps its own status record and callback (a product's callback on the listing would read
+    nothing there, and the crawl would find no new product again); each old address keeps its record, with where it
+    redirects to, checked again less and less often. A third product moves to an address whose new markup the
+    spider does not read: judged broken there, its stored document is not marked gone, at the first check or the
+    next. A fourth redirects to the listing for a while (a 302: out of stock, a maintenance page): nothing is
+    marked, its record keeps its schedule, and it is back once the redirect goes."""
+
+    def listing(*paths):
+        return ('<html><head><title>Shop</title></head><body>'
+                + "".join(f'<a class="item" href="{p}">{p}</a> ' for p in paths) + "</body></html>")
+
+    def detail(name):
+        return f'<html><head><title>{name} | Shop</title></head><body><h1 class="product">{name}</h1></body></html>'
+
+    pages = {"/": listing("/item/1/", "/item/2/", "/item/3/", "/item/5/"),
+             "/item/1/": detail("One"), "/item/2/": detail("Two"), "/item/3/": detail("Three"),
+             "/item/5/": detail("Five")}
+    web = site(pages, tls=True, conditional=True)  # ETags: the moved page's, the same body, is the old one's
+    env = {**env, "SPIDER_MODULES": SPIDERS, "MAX_IDLE_TIME_BEFORE_CLOSE": "0", "REFRESH_INTERVAL": "0.3"}
+    redis_client.lpush("t_revisit_detail:start_urls", f"{web.url}/")
+    worker = start_worker("t_revisit_detail", env, tmp_path, "w")
+
+    def record(path):
+        return mongo_db.url_status.find_one({"url": f"{web.url}{path}"}) or {}
+
+    try:
+        wait_until(lambda: mongo_db.pages.count_documents({}) == 4 and mongo_db.url_status.count_documents({}) == 5,
+                   60, "the first visit of every page")
+        first_five = mongo_db.pages.find_one({"title": "Five"})
+        pages["/item/1/"] = (301, "text/html", "", {"Location": "/items/one/"})  # moved: the listing links the old one
+        pages["/items/one/"] = detail("One")
+        pages["/item/2/"] = (301, "text/html", "", {"Location": "/"})  # removed: its address leads to the listing
+        pages["/item/3/"] = (301, "text/html", "", {"Location": "/items/three/"})  # moved, to a theme not read
+        pages["/items/three/"] = '<html><body><h1 class="title">Three</h1></body></html>'
+        pages["/item/5/"] = (302, "text/html", "", {"Location": "/"})  # for a while
+        pages["/"] = listing("/item/1/", "/item/3/", "/item/5/")
+        wait_until(lambda: all(record(f"/item/{i}/").get("redirected_to") for i in (1, 2, 3, 5)),
+                   60, "the redirects met on a revisit")
+        pages["/item/4/"] = detail("Four")  # a new product: found only if the listing is still read as a listing
+        pages["/item/5/"] = detail("Five")  # back
+        pages["/"] = listing("/item/1/", "/item/3/", "/item/4/", "/item/5/")
+        wait_until(lambda: mongo_db.pages.find_one({"title": "Four"}), 60, "the new product found on the listing")
+        wait_until(lambda: record("/item/1/").get("fetches", 0) >= 3 and record("/item/3/").get("fetches", 0) >= 3
+                   and record("/").get("fetches", 0) >= 4 and record("/item/5/").get("last_status") == 304,
+                   60, "the old addresses checked again, the listing, and the page that came back")
+    finally:
+        worker.proc.terminate()
+        worker.wait(30)
+    docs = {d["url"].removeprefix(web.url): d for d in mongo_db.pages.find()}
+    assert sorted(docs) == ["/item/1/", "/item/2/", "/item/3/", "/item/4/", "/item/5/", "/items/one/"], sorted(docs)
+    live = sorted(d["title"] for d in docs.values() if not d.get("gone_at"))
+    assert live == ["Five", "Four", "One", "Three"], live  # one live document a product, under its address of today
+    assert docs["/item/1/"]["gone_at"] and docs["/item/2/"]["gone_at"]
+    assert docs["/items/one/"]["title"] == "One" and not docs["/items/one/"].get("gone_at")
+
+    listing_record = record("/")
+    assert json.loads(listing_record["request"]).get("callback") in (None, "parse"), listing_record["request"]
+    assert listing_record["url"] == f"{web.url}/" and not listing_record.get("redirected_to")
+    for path, to in (("/item/1/", "/items/one/"), ("/item/2/", "/")):
+        old = record(path)
+        assert old["redirected_to"] == f"{web.url}{to}" and old["last_status"] == 301, old
+        # checked again less and less often: 3 s x 1.2 a redirect met (revisit_max: 6 s)
+        assert round(old["interval"], 6) == round(min(6.0, 3.0 * 1.2 ** (old["fetches"] - 1)), 6), old
+        assert "etag" not in old and "signature" not in old, old  # the old body's: a whole GET next
+        assert json.loads(old["request"])["url"] == f"{web.url}{path}"  # its record still asks its own address
+    first_at_new = next(h for h in web.hits if h.path == "/items/one/")
+    assert first_at_new.status == 200 and "If-None-Match" not in dict(first_at_new.headers)  # the old page's ETag
+    moved = record("/items/one/")
+    assert moved and json.loads(moved["request"]).get("callback") == "parse_item", moved
+    assert mongo_db.url_status.count_documents({}) == 8  # "/", the five items, the two new addresses
+    back = record("/item/5/")  # a temporary redirect: the same schedule and validators (back: a 304), no mark
+    assert back["last_status"] == 304 and not back.get("redirected_to") and back["etag"], back
+    assert round(back["interval"], 6) == round(min(6.0, 3.0 * 1.2 ** back["unchanged"]), 6), back  # 304s alone
+    five = mongo_db.pages.find_one({"title": "Five"})
+    assert five["_id"] == first_five["_id"] and not five.get("gone_at")
+    assert not docs["/item/3/"].get("gone_at")  # its new markup unread: nothing says it went
+    assert record("/items/three/")["broken"] and record("/item/3/")["redirected_to"] == f"{web.url}/items/three/"
+    log = worker.log()
+    assert f"{web.url}/item/1/ now redirects to {web.url}/items/one/" in log, log[-3000:]
+    assert f"{web.url}/item/2/ now redirects to {web.url}/, a page this crawl fetches under its own request" in log
+    assert f"{web.url}/item/5/ redirects for now (302) to {web.url}/, a page this crawl fetches under its own" in log
+
+
+def test_a_status_store_that_cannot_be_read_takes_a_redirect_as_the_pages_new_address(caplog):
+    from scrapy import Spider
+    from scrapy.utils.test import get_crawler
+
+    from crawlhub.downloadermiddlewares.revisit import RevisitMiddleware
+    from tests.helpers import project_settings
+    from tests.sites.server import refused_port
+
+    crawler = get_crawler(Spider, settings_dict=project_settings(
+        MONGO_URI=f"mongodb://crawler:s3cret-pw@127.0.0.1:{refused_port()}/", MONGO_SERVER_SELECTION_TIMEOUT_MS=300))
+    middleware = RevisitMiddleware(crawler)
+    middleware.spider_name = "shop"
+    assert middleware._record_state(middleware._status_store(), "ab" * 20) is None
+    assert "Could not read the status store" in caplog.text and "taken as its page's new address" in caplog.text
+    assert "s3cret-pw" not in caplog.text
+    middleware.spider_closed(crawler.spider)

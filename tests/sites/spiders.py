@@ -140,6 +140,24 @@ class PagesRevisitSpider(CrawlhubSpider):
         yield from self.follow_links(response, response.css("a::attr(href)").getall())
 
 
+class DetailRevisitSpider(CrawlhubSpider):
+    """A listing whose items are on detail pages, read by a callback of their own, as a shop's product pages are;
+    every page revisited every 3 s (a test's: the redirects a site adds between two visits)."""
+
+    name = "t_revisit_detail"
+    revisit = "3s"
+    revisit_min = "1s"
+    revisit_max = "6s"
+
+    def parse(self, response):
+        yield from self.follow_links(response, response.css("a.item::attr(href)").getall(), callback=self.parse_item)
+
+    def parse_item(self, response):
+        title = response.css("h1.product::text").get()
+        if title:  # a detail page: a spider yields what it recognises (a listing has no h1.product)
+            yield Page(url=response.url, title=title, status=response.status, source_url=response.url)
+
+
 class HostileSpider(CrawlhubSpider):
     """Every way a page can leave Scrapy without reaching a generator callback that ends well: a callback
     that raises before yielding (``json.loads`` of an HTML page), a seed whose cb_kwargs the callback does

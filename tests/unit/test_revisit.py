@@ -98,3 +98,31 @@ def test_a_sitemap_seed_and_its_mistakes():
         parse_seed('{"url": "https://shop.test/", "sitemap": "https://shop.test/robots.txt"}')
     with pytest.raises(BadSeed, match="scheme 'ftp'"):
         parse_seed('{"sitemap": "ftp://shop.test/sitemap.xml"}')
+
+
+def test_a_redirected_page_keeps_its_record_and_a_page_answering_again_loses_the_mark():
+    from crawlhub.revisit.store import Redirected
+
+    op = Redirected("shop", "ab", "https://s.test/p/1", "https://s.test/", 301, 1000.0, 86400.0).operation()
+    assert op._filter == {"_id": "shop:ab"} and not op._upsert  # a record a reset deleted meanwhile stays gone
+    assert op._doc["$set"] == {"redirected_to": "https://s.test/", "last_fetch": 1000.0, "last_status": 301,
+                               "interval": 86400.0, "next_fetch": 87400.0}
+    assert set(op._doc["$unset"]) == {"etag", "last_modified", "signature"}  # the old body's: a whole GET next
+    assert op._doc["$inc"] == {"fetches": 1, "changes": 1}
+    assert "url" not in op._doc["$set"] and "request" not in op._doc["$set"]  # it still asks its own address
+    again = update("https://s.test/p/1").operation()._doc
+    assert "redirected_to" in again["$unset"]
+    for_now = Redirected("shop", "ab", "https://s.test/p/1", "https://s.test/", 302, 1000.0, 60.0, permanent=False)
+    doc = for_now.operation()._doc  # a temporary redirect: the page's validators stand, nothing changed
+    assert "$unset" not in doc and doc["$inc"] == {"fetches": 1} and doc["$set"]["next_fetch"] == 1060.0
+
+
+def test_a_redirects_target_written_through_another_pages_revisit_keeps_its_own_request():
+    op = update("https://s.test/").operation()._doc
+    assert op["$set"]["request"] == '{"url": "https://s.test/"}' and op["$setOnInsert"] == {"first_fetch": 1000.0}
+    target = update("https://s.test/")
+    target.keep_request = True
+    op = target.operation()._doc
+    assert not {"url", "domain", "request"} & set(op["$set"])  # a record there keeps them: its own callback
+    assert op["$setOnInsert"] == {"first_fetch": 1000.0, "url": "https://s.test/", "domain": "s.test",
+                                  "request": '{"url": "https://s.test/"}'}
