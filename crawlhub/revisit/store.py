@@ -285,10 +285,11 @@ class StatusStore:
         return made
 
     def schedule(self, spider: str, now: float | None = None) -> dict[str, Any]:
-        """`crawlhub schedule`: what is due when, how fresh the pages are, changes and unchanged fetches."""
+        """`crawlhub schedule`: what is due when, how fresh the pages are, changes and unchanged fetches, the pages
+        whose address redirected elsewhere at their last fetch."""
         now = time.time() if now is None else now
         docs = list(self.collection.find({"spider": spider}, {"next_fetch": 1, "last_fetch": 1, "changes": 1,
-                                                               "unchanged": 1, "fetches": 1}))
+                                                               "unchanged": 1, "fetches": 1, "redirected_to": 1}))
         ages = sorted(now - d.get("last_fetch", now) for d in docs)
 
         def pct(p: float) -> float | None:
@@ -304,4 +305,5 @@ class StatusStore:
             "fetches": sum(d.get("fetches", 0) for d in docs),
             "changes": sum(d.get("changes", 0) for d in docs),
             "unchanged": sum(d.get("unchanged", 0) for d in docs),
+            "redirected": sum(1 for d in docs if d.get("redirected_to")),  # at their last fetch (docs/revisit.md)
         }

@@ -87,6 +87,7 @@ def test_due_pages_come_back_once_each_with_conditional_get(env, site, redis_cli
     assert 'id="changes-over-time"' in page and "<title>" in page.split('id="changes-over-time"')[1]
     schedule = json.loads(cli(env, "schedule", "t_revisit", "--json").stdout)
     assert (schedule["urls"], schedule["fetches"], schedule["changes"], schedule["unchanged"]) == (6, 12, 2, 4)
+    assert schedule["redirected"] == 0
     assert "0 page(s) of t_revisit due now" in cli(env, "recrawl", "t_revisit", "--older-than", "1h").stdout
     assert cli(env, "recrawl", "t_revisit", "--all").returncode == 0
     assert json.loads(cli(env, "schedule", "t_revisit", "--json").stdout)["due_now"] == 6
@@ -356,6 +357,8 @@ def test_a_page_that_redirects_when_revisited_is_moved_or_removed_and_its_target
     assert f"{web.url}/item/1/ now redirects to {web.url}/items/one/" in log, log[-3000:]
     assert f"{web.url}/item/2/ now redirects to {web.url}/, a page this crawl fetches under its own request" in log
     assert f"{web.url}/item/5/ redirects for now (302) to {web.url}/, a page this crawl fetches under its own" in log
+    schedule = cli(env, "schedule", "t_revisit_detail")
+    assert "3 page(s) redirected elsewhere at their last fetch" in schedule.stdout, schedule.stdout  # 1, 2, 3
 
 
 def test_a_status_store_that_cannot_be_read_takes_a_redirect_as_the_pages_new_address(caplog):
