@@ -17,6 +17,7 @@ Same places as Scrapy's (580 and 600); Scrapy's are disabled in the settings.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 from urllib.parse import urldefrag, urlsplit
 
@@ -27,7 +28,8 @@ from scrapy.http import Request
 from crawlhub import intent
 from crawlhub.components import frontier_of
 from crawlhub.intent import leased
-from crawlhub.meta import SEED_HOST
+from crawlhub.meta import AFTER_STORE, SEED_HOST, STATUS
+from crawlhub.revisit.store import Redirected
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +43,7 @@ class FrontierRedirectMixin(BaseRedirectMiddleware):
             self.crawler.stats.inc_value("redirect/offsite")
             logger.info("Dropped the redirect of %s to %s: not on the seed's host %s (same_host_only)",
                         request.url, redirected.url, request.meta.get(SEED_HOST))
+            self._left_the_site(redirected, request, reason)
             if leased(request):
                 return intent.drop(request, "redirect off the seed's host")
             raise IgnoreRequest(f"redirect to another host: {redirected.url}")
@@ -49,6 +52,23 @@ class FrontierRedirectMixin(BaseRedirectMiddleware):
         except IgnoreRequest:
             return self._give_up(request, reason, f"max redirections reached ({self.max_redirect_times}): "
                                  f"{' -> '.join([*chain, redirected.url])}")
+
+    def _left_the_site(self, redirected: Request, request: Request, reason: Any) -> None:
+        """A revisited page whose address now leads off the seed's host (the site moved to another domain): said at
+        WARNING, for its stored items stop being refreshed, and noted in its status record (``redirected_to``, its
+        schedule and validators kept, nothing marked gone: crawlhub.revisit.store.Redirected), written when its
+        lease ends (crawlhub.downloadermiddlewares.revisit for a redirect on the host)."""
+        known, spider = request.meta.get(STATUS) or {}, self.crawler.spider
+        if spider is None or not (known.get("fp") and known.get("interval") and leased(request)):
+            return
+        self.crawler.stats.inc_value("revisit/redirected/offsite")
+        logger.warning("%s, a page this crawl revisits, now redirects off the seed's host to %s: it is not followed "
+                       "(same_host_only) and its stored items are no longer refreshed; nothing is marked gone. If the "
+                       "site moved, seed its new host", request.url, redirected.url)
+        origin = (request.meta.get("redirect_urls") or [request.url])[0]
+        request.meta.setdefault(AFTER_STORE, []).append(Redirected(
+            spider.name, known["fp"], origin, redirected.url, reason, time.time(), float(known["interval"]),
+            permanent=False))
 
     def _on_seed_host(self, redirected: Request, request: Request) -> bool:
         seed_host = request.meta.get(SEED_HOST)

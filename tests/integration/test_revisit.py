@@ -281,7 +281,8 @@ def test_a_page_that_redirects_when_revisited_is_moved_or_removed_and_its_target
     redirects to, checked again less and less often. A third product moves to an address whose new markup the
     spider does not read: judged broken there, its stored document is not marked gone, at the first check or the
     next. A fourth redirects to the listing for a while (a 302: out of stock, a maintenance page): nothing is
-    marked, its record keeps its schedule, and it is back once the redirect goes."""
+    marked, its record keeps its schedule, and it is back once the redirect goes. A fifth leaves for another host
+    (a domain move, which same_host_only does not follow): said at WARNING, noted in its record, nothing marked."""
 
     def listing(*paths):
         return ('<html><head><title>Shop</title></head><body>'
@@ -290,9 +291,9 @@ def test_a_page_that_redirects_when_revisited_is_moved_or_removed_and_its_target
     def detail(name):
         return f'<html><head><title>{name} | Shop</title></head><body><h1 class="product">{name}</h1></body></html>'
 
-    pages = {"/": listing("/item/1/", "/item/2/", "/item/3/", "/item/5/"),
+    pages = {"/": listing("/item/1/", "/item/2/", "/item/3/", "/item/5/", "/item/6/"),
              "/item/1/": detail("One"), "/item/2/": detail("Two"), "/item/3/": detail("Three"),
-             "/item/5/": detail("Five")}
+             "/item/5/": detail("Five"), "/item/6/": detail("Six")}
     web = site(pages, tls=True, conditional=True)  # ETags: the moved page's, the same body, is the old one's
     env = {**env, "SPIDER_MODULES": SPIDERS, "MAX_IDLE_TIME_BEFORE_CLOSE": "0", "REFRESH_INTERVAL": "0.3"}
     redis_client.lpush("t_revisit_detail:start_urls", f"{web.url}/")
@@ -302,7 +303,7 @@ def test_a_page_that_redirects_when_revisited_is_moved_or_removed_and_its_target
         return mongo_db.url_status.find_one({"url": f"{web.url}{path}"}) or {}
 
     try:
-        wait_until(lambda: mongo_db.pages.count_documents({}) == 4 and mongo_db.url_status.count_documents({}) == 5,
+        wait_until(lambda: mongo_db.pages.count_documents({}) == 5 and mongo_db.url_status.count_documents({}) == 6,
                    60, "the first visit of every page")
         first_five = mongo_db.pages.find_one({"title": "Five"})
         pages["/item/1/"] = (301, "text/html", "", {"Location": "/items/one/"})  # moved: the listing links the old one
@@ -311,12 +312,14 @@ def test_a_page_that_redirects_when_revisited_is_moved_or_removed_and_its_target
         pages["/item/3/"] = (301, "text/html", "", {"Location": "/items/three/"})  # moved, to a theme not read
         pages["/items/three/"] = '<html><body><h1 class="title">Three</h1></body></html>'
         pages["/item/5/"] = (302, "text/html", "", {"Location": "/"})  # for a while
-        pages["/"] = listing("/item/1/", "/item/3/", "/item/5/")
-        wait_until(lambda: all(record(f"/item/{i}/").get("redirected_to") for i in (1, 2, 3, 5)),
+        moved_host = web.url.replace("127.0.0.1", "localhost")  # the same server, under another host name
+        pages["/item/6/"] = (301, "text/html", "", {"Location": f"{moved_host}/item/6/"})
+        pages["/"] = listing("/item/1/", "/item/3/", "/item/5/", "/item/6/")
+        wait_until(lambda: all(record(f"/item/{i}/").get("redirected_to") for i in (1, 2, 3, 5, 6)),
                    60, "the redirects met on a revisit")
         pages["/item/4/"] = detail("Four")  # a new product: found only if the listing is still read as a listing
         pages["/item/5/"] = detail("Five")  # back
-        pages["/"] = listing("/item/1/", "/item/3/", "/item/4/", "/item/5/")
+        pages["/"] = listing("/item/1/", "/item/3/", "/item/4/", "/item/5/", "/item/6/")
         wait_until(lambda: mongo_db.pages.find_one({"title": "Four"}), 60, "the new product found on the listing")
         wait_until(lambda: record("/item/1/").get("fetches", 0) >= 3 and record("/item/3/").get("fetches", 0) >= 3
                    and record("/").get("fetches", 0) >= 4 and record("/item/5/").get("last_status") == 304,
@@ -325,9 +328,9 @@ def test_a_page_that_redirects_when_revisited_is_moved_or_removed_and_its_target
         worker.proc.terminate()
         worker.wait(30)
     docs = {d["url"].removeprefix(web.url): d for d in mongo_db.pages.find()}
-    assert sorted(docs) == ["/item/1/", "/item/2/", "/item/3/", "/item/4/", "/item/5/", "/items/one/"], sorted(docs)
+    assert sorted(docs) == ["/item/1/", "/item/2/", "/item/3/", "/item/4/", "/item/5/", "/item/6/", "/items/one/"]
     live = sorted(d["title"] for d in docs.values() if not d.get("gone_at"))
-    assert live == ["Five", "Four", "One", "Three"], live  # one live document a product, under its address of today
+    assert live == ["Five", "Four", "One", "Six", "Three"], live  # one live document a product, at its address of today
     assert docs["/item/1/"]["gone_at"] and docs["/item/2/"]["gone_at"]
     assert docs["/items/one/"]["title"] == "One" and not docs["/items/one/"].get("gone_at")
 
@@ -345,7 +348,11 @@ def test_a_page_that_redirects_when_revisited_is_moved_or_removed_and_its_target
     assert first_at_new.status == 200 and "If-None-Match" not in dict(first_at_new.headers)  # the old page's ETag
     moved = record("/items/one/")
     assert moved and json.loads(moved["request"]).get("callback") == "parse_item", moved
-    assert mongo_db.url_status.count_documents({}) == 8  # "/", the five items, the two new addresses
+    assert mongo_db.url_status.count_documents({}) == 9  # "/", the six items, the two new addresses
+    left = record("/item/6/")  # off the seed's host: not followed, nothing marked, its schedule kept
+    assert left["redirected_to"] == f"{moved_host}/item/6/" and left["interval"] == 3.0 and left["etag"], left
+    assert not moved_host.startswith(web.url) and not [h for h in web.hits if h.path == "/item/6/" and
+                                                        dict(h.headers).get("Host", "").startswith("localhost")]
     back = record("/item/5/")  # a temporary redirect: the same schedule and validators (back: a 304), no mark
     assert back["last_status"] == 304 and not back.get("redirected_to") and back["etag"], back
     assert round(back["interval"], 6) == round(min(6.0, 3.0 * 1.2 ** back["unchanged"]), 6), back  # 304s alone
@@ -358,7 +365,8 @@ def test_a_page_that_redirects_when_revisited_is_moved_or_removed_and_its_target
     assert f"{web.url}/item/2/ now redirects to {web.url}/, a page this crawl fetches under its own request" in log
     assert f"{web.url}/item/5/ redirects for now (302) to {web.url}/, a page this crawl fetches under its own" in log
     schedule = cli(env, "schedule", "t_revisit_detail")
-    assert "3 page(s) redirected elsewhere at their last fetch" in schedule.stdout, schedule.stdout  # 1, 2, 3
+    assert "4 page(s) redirected elsewhere at their last fetch" in schedule.stdout, schedule.stdout  # 1, 2, 3, 6
+    assert f"{web.url}/item/6/, a page this crawl revisits, now redirects off the seed's host to {moved_host}" in log
 
 
 def test_a_status_store_that_cannot_be_read_takes_a_redirect_as_the_pages_new_address(caplog):
