@@ -241,7 +241,10 @@ class MongoWriter:
             after = doc if before is None else {**stored_fields(before), **present}
             digest = content_hash(after)
             if before is not None and before.get("content_hash") == digest:
-                ops.append(UpdateOne(flt, {"$set": {"last_seen": now}, "$unset": {"gone_at": ""}, **spiders}))
+                # the same content: seen again, where it is now (its source_url: a product shifted to another
+                # listing page is that page's; a revisit of the page it left must not find it there, GoneCheck)
+                seen = {"last_seen": now, **{name: present[name] for name in VOLATILE_FIELDS if name in present}}
+                ops.append(UpdateOne(flt, {"$set": seen, "$unset": {"gone_at": ""}, **spiders}))
                 kinds.append("unchanged")
             else:
                 fields = {**present, "content_hash": digest, "last_seen": now, "changed_at": now}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 
 from tests.harness import cli, start_worker, wait_for
@@ -385,3 +386,43 @@ def test_a_status_store_that_cannot_be_read_takes_a_redirect_as_the_pages_new_ad
     assert "Could not read the status store" in caplog.text and "taken as its page's new address" in caplog.text
     assert "s3cret-pw" not in caplog.text
     middleware.spider_closed(crawler.spider)
+
+
+def test_a_product_removed_from_a_listing_is_the_only_one_marked_gone_though_the_rest_shift_pages(
+        env, site, redis_client, mongo_db, tmp_path):
+    """A shop removes one product from its first listing page: every product after it moves up one place, and one
+    from each page onto the page before, with its content unchanged. Once every page has been revisited, exactly the
+    removed product is marked gone, and each of the others names the page it is on now (its source_url). Before, a
+    product whose content had not changed kept the source_url of the page it left, and that page's revisit marked
+    it gone (its last_seen older than that fetch), until the page it moved to came round again."""
+    pages = shop_pages(24, 4)  # /shop/ and /shop/page/2/ .. /shop/page/6/, 4 products a page
+    shop = site(pages, tls=True, conditional=True)
+    # a pace, so that a cycle fetches the pages one after the other, in the order they were found
+    env = {**env, "SPIDER_MODULES": SPIDERS, "MAX_IDLE_TIME_BEFORE_CLOSE": "0", "REFRESH_INTERVAL": "0.3",
+           "DOMAIN_RATE": "4/s"}
+    redis_client.lpush("t_revisit:start_urls", f"{shop.url}/shop/")
+    worker = start_worker("t_revisit", env, tmp_path, "w")
+
+    def fetched_twice() -> bool:
+        records = list(mongo_db.url_status.find({"spider": "t_revisit"}))
+        return len(records) == 6 and all(d.get("fetches", 0) >= 2 for d in records)
+
+    try:
+        wait_until(lambda: mongo_db.products.count_documents({}) == 24 and mongo_db.url_status.count_documents({}) == 6,
+                   60, "the first cycle stored")
+        pages.update(shop_pages(24, 4, without={"700"}))  # the first product removed: the rest shift up
+        wait_until(fetched_twice, 60, "every page revisited, its news stored")
+    finally:
+        worker.proc.terminate()
+        worker.wait(30)
+    def placement(listing: dict) -> dict:
+        return {product_id: path for path, body in listing.items()
+                for product_id in re.findall(r'data-product_id="(\d+)"', body)}
+
+    before, where = placement(shop_pages(24, 4)), placement(shop_pages(24, 4, without={"700"}))
+    assert sorted(i for i in where if where[i] != before[i]) == ["704", "708", "712", "716", "720"]  # a page up
+    docs = {d["id"]: d for d in mongo_db.products.find()}
+    assert sorted(d for d, doc in docs.items() if doc.get("gone_at")) == ["700"], "the removed product alone is gone"
+    wrong = {i: d["source_url"].removeprefix(shop.url) for i, d in docs.items() if i != "700"
+             and d["source_url"] != f"{shop.url}{where[i]}"}
+    assert wrong == {}, f"products not named by the page they are on now: {wrong}"

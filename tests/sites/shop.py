@@ -8,6 +8,7 @@ name in ``h2``, the price in ``.amount`` and WordPress pagination
 from __future__ import annotations
 
 import html
+from collections.abc import Iterable
 
 NAMES = ["Bulbasaur", "Ivysaur", "Venusaur", "Charmander", "Charmeleon", "Charizard", "Squirtle", "Wartortle", "Blastoise", "Caterpie", "Metapod", "Butterfree", "Weedle", "Kakuna", "Beedrill", "Pidgey", "Pidgeotto", "Pidgeot", "Rattata", "Raticate", "Spearow", "Fearow", "Ekans", "Arbok", "Pikachu", "Raichu", "Sandshrew", "Sandslash", "Nidoran", "Nidorina", "Nidoqueen", "Nidorino", "Nidoking", "Clefairy", "Clefable", "Vulpix", "Ninetales", "Jigglypuff", "Wigglytuff", "Zubat", "Golbat", "Oddish"]
 
@@ -66,6 +67,7 @@ def shop_pages(
     chain: bool = False,
     window: int = 2,
     first_id: int = 700,
+    without: Iterable[str] = (),
 ) -> dict[str, str]:
     """The listing pages of a shop: ``/shop/`` and ``/shop/page/N/``.
 
@@ -77,9 +79,12 @@ def shop_pages(
     scrapeme.live's absolute links; empty = site-relative.
     ``window``: how many pages either side of the current one the
     pagination links to (WordPress shows 2). ``first_id``: the first product id (several shops
-    with distinct products: items are keyed by host and id, and every local shop is 127.0.0.1).
+    with distinct products: items are keyed by host and id, and every local shop is 127.0.0.1). ``without``: the ids
+    of products the shop no longer has (removed: the products after them shift up, across pages).
     """
-    items = shop_products(products, first_id)
+    gone = set(without)
+    items = [p for p in shop_products(products, first_id) if p["id"] not in gone]
+    products = len(items)
     pages = max(1, -(-products // per_page))
 
     def page_url(n: int) -> str:
