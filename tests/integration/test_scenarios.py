@@ -1,9 +1,11 @@
 """Scenarios that cross the features (issue #26): every pair of values across the dimensions below, on real
 workers, a real Redis (one server of its own, or a 3-master Redis Cluster) and the real MongoDB-wire server,
 a local https shop with a redirect (the seed), a robots.txt and a hostile page (a listing page that answers
-403 until it is fixed).
+403 until it is fixed). The site may change mid-crawl (``site``: ``moved``): a listing page moves to a new address,
+its old one answering a 301 there, and every link to it is rewritten, as a new theme's URL scheme does.
 
-Each scenario asserts the same invariants at its end: every product stored exactly once, every page stored or
+Each scenario asserts the same invariants at its end: every product stored exactly once and none marked gone (the
+shop removes none), every page stored or
 in the DLQ with a reason (the 403 page, unless its letter was requeued after the fix), nothing leased or in
 flight, `crawlhub status --json` equal to what MongoDB and Redis hold, the frontier never reported lost, no
 traceback in a worker's log. A one-shot crawl ends with nothing queued; a revisiting one has fetched every
@@ -39,11 +41,13 @@ DIMENSIONS = {
     "layout": ["one", "cluster"],
     "filter": ["exact", "bloom"],
     "spider": ["oneshot", "revisiting"],
+    "site": ["same", "moved"],
 }
 SCENARIOS = [dict(zip(DIMENSIONS, values, strict=True)) for values in AllPairs(list(DIMENSIONS.values()))]
 SPIDERS = {"oneshot": "scrapeme", "revisiting": "t_revisit"}  # t_revisit: the shop spider, every page every 4 s
 PRODUCTS, PER_PAGE = 64, 4  # 16 listing pages
 FORBIDDEN = "/shop/page/7/"  # answers 403 until fixed (then its 4 products are stored)
+MOVED, MOVED_TO = "/shop/page/5/", "/catalogue/5/"  # site "moved": the page's new address from the operation on
 BUDGET = 10  # "budget reached then raised": the requests the cluster may take, set under the running workers
 PARTITIONS = 3  # on the cluster
 
@@ -145,6 +149,15 @@ def test_scenario(scenario, request, env, site, mongo_db, tmp_path):
     elif scenario["fault"] == "aof":  # Redis stops and comes back from its AOF under the running workers
         frontier.restart()
 
+    if scenario["site"] == "moved":  # the site changes under the crawl: a listing page moves, its links rewritten
+        for path, page in list(pages.items()):
+            if isinstance(page, str):
+                pages[path] = page.replace(f"'{MOVED}'", f"'{MOVED_TO}'").replace(f'"{MOVED}"', f'"{MOVED_TO}"')
+        pages[MOVED_TO] = pages[MOVED]
+        pages[MOVED] = (301, "text/html", "", {"Location": MOVED_TO})
+        listing = sorted(MOVED_TO if p == MOVED else p for p in listing)
+        assert MOVED_TO in pages["/shop/page/4/"] and MOVED not in pages["/shop/page/6/"]
+
     # the operation
     since = datetime.now(timezone.utc)
     expected = PRODUCTS - PER_PAGE  # all but the forbidden page's 4, which are in the DLQ with the reason
@@ -209,6 +222,14 @@ def test_scenario(scenario, request, env, site, mongo_db, tmp_path):
         assert wait_for(lambda: products() == expected and frontier.idle(), 90), (products(), frontier.idle())
     ids = Counter(d["id"] for d in mongo_db.products.find({}, {"id": 1}))
     assert len(ids) == expected and max(ids.values()) == 1, "every product stored exactly once"
+    if revisiting and scenario["site"] == "moved":  # the old address, revisited since (if it was known), says where to
+        def old_address():
+            return mongo_db.url_status.find_one({"url": f"{shop.url}{MOVED}"})
+
+        assert wait_for(lambda: old_address() is None or old_address().get("redirected_to"), 30), old_address()
+        assert old_address() is None or old_address()["redirected_to"] == f"{shop.url}{MOVED_TO}", old_address()
+    gone = [(d["id"], d.get("source_url")) for d in mongo_db.products.find({"gone_at": {"$ne": None}})]
+    assert gone == [], f"products marked gone though the shop removed none: {gone}"
 
     alive = [w for w in workers if w.proc.poll() is None]
     for worker in alive:
