@@ -22,7 +22,7 @@ def _store() -> StatusStore:
         client.admin.command("ping")
     except PyMongoError as exc:
         raise ServiceDown(f"cannot reach MongoDB: {mongo_error(exc)}") from None
-    return StatusStore(client[current.get("MONGO_DATABASE")][current.get("STATUS_COLLECTION")])
+    return StatusStore.of(client, current)
 
 
 @click.command()

@@ -211,8 +211,7 @@ class RevisitMiddleware(FrontierMiddleware):
         if self.store is None:
             settings = self.crawler.settings
             self.mongo = get_mongo(settings)
-            self.store = StatusStore(self.mongo[settings.get("MONGO_DATABASE")][settings.get("STATUS_COLLECTION",
-                                                                                            "url_status")])
+            self.store = StatusStore.of(self.mongo, settings)
         return self.store
 
     def _record_state(self, store: StatusStore, fp: str) -> str | None:

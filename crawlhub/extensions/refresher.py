@@ -90,7 +90,7 @@ class Refresher:
             return  # one-shot (declares no revisit), or not on the shared frontier
         settings = self.crawler.settings
         self.client = get_mongo(settings)
-        self.store = StatusStore(self.client[settings.get("MONGO_DATABASE")][settings.get("STATUS_COLLECTION", "url_status")])
+        self.store = StatusStore.of(self.client, settings)
         self.timer = task.LoopingCall(self.tick)
         self.timer.start(self.interval, now=True)
 

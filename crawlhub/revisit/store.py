@@ -31,13 +31,28 @@ from pymongo import ASCENDING, DeleteOne, UpdateOne
 from pymongo.collection import Collection
 
 
+def record_id(spider: str, fp: str) -> str:
+    """A page's status record: ``<spider>:<request fingerprint>``."""
+    return f"{spider}:{fp}"
+
+
 @dataclass
-class StatusUpdate:
-    """What one fetch of a page tells the store."""
+class _PageNews:
+    """What a fetch tells the store of one page's record (the page's spider, fingerprint and address)."""
 
     spider: str
     fp: str
     url: str
+
+    @property
+    def id(self) -> str:
+        return record_id(self.spider, self.fp)
+
+
+@dataclass
+class StatusUpdate(_PageNews):
+    """What one fetch of a page tells the store."""
+
     domain: str
     request: str
     fetched_at: float
@@ -56,10 +71,6 @@ class StatusUpdate:
     # a redirect's target, met through another page's revisit: a record already there keeps its own address and
     # request (the callback it is crawled with), which this fetch's request (the other page's) must not replace
     keep_request: bool = False
-
-    @property
-    def id(self) -> str:
-        return f"{self.spider}:{self.fp}"
 
     def operation(self) -> UpdateOne:
         fields: dict[str, Any] = {
@@ -100,11 +111,11 @@ class StatusUpdate:
         """The write, and the deletion of the record it moved from (if any)."""
         if self.moved_from is None:
             return [self.operation()]
-        return [self.operation(), DeleteOne({"_id": f"{self.spider}:{self.moved_from['fp']}"})]
+        return [self.operation(), DeleteOne({"_id": record_id(self.spider, self.moved_from["fp"])})]
 
 
 @dataclass
-class Redirected:
+class Redirected(_PageNews):
     """A revisit of a page that now redirects to another page: what its record keeps.
 
     The record stays under the page's own fingerprint and address (a site that takes the redirect back has its
@@ -112,18 +123,11 @@ class Redirected:
     also ends its validators and body signature (they were the old body's: the next fetch is a whole GET); a
     temporary one leaves them. ``interval``: when it is checked again (crawlhub.downloadermiddlewares.revisit)."""
 
-    spider: str
-    fp: str
-    url: str
     to: str
     status: int | str  # (Scrapy's redirect reason: a status, or "meta refresh")
     fetched_at: float
     interval: float
     permanent: bool = True
-
-    @property
-    def id(self) -> str:
-        return f"{self.spider}:{self.fp}"
 
     def operation(self) -> UpdateOne:
         update: dict[str, Any] = {
@@ -215,6 +219,11 @@ class StatusStore:
         self.collection = collection
         self._indexed = False
 
+    @classmethod
+    def of(cls, client: Any, settings: Any) -> StatusStore:
+        """The store in MONGO_DATABASE's STATUS_COLLECTION, through ``client``."""
+        return cls(client[settings.get("MONGO_DATABASE")][settings.get("STATUS_COLLECTION") or "url_status"])
+
     def ensure_indexes(self) -> None:
         if not self._indexed:
             self.collection.create_index([("spider", ASCENDING), ("next_fetch", ASCENDING)], name="due")
@@ -241,7 +250,7 @@ class StatusStore:
     def record_state(self, spider: str, fp: str) -> str | None:
         """None: the page of this fingerprint has no record; else why its extraction is judged broken ('' = it is
         not)."""
-        doc = self.collection.find_one({"_id": f"{spider}:{fp}"}, {"broken": 1})
+        doc = self.collection.find_one({"_id": record_id(spider, fp)}, {"broken": 1})
         return None if doc is None else str(doc.get("broken") or "")
 
     def due(self, spider: str, now: float, limit: int, since: float | None = None) -> list[dict[str, Any]]:
