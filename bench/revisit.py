@@ -10,9 +10,13 @@
 3. The refresher's rate: --stored status documents, all due, moved into the
    Redis frontier by the refresher's own calls (StatusStore.due, the refresh
    script, StatusStore.queued) in REFRESH_BATCH batches, for --refresh-seconds.
+4. A revisit's gone check (a page's items not seen in its fetch marked) on an
+   item collection of --gone-items, without and with the index on source_url.
 
     .venv/bin/python -m bench.revisit                 # 5,000 pages, 3 rounds; 1,000,000 stored URLs
     .venv/bin/python -m bench.revisit --quick         # 1,500 pages, 2 rounds; 100,000 stored URLs
+    .venv/bin/python -m bench.revisit --gone-only     # 4. only a revisit's gone check, 100,000 items, with and
+                                                      #    without the index on source_url (--gone-items N)
 """
 
 from __future__ import annotations
@@ -108,6 +112,39 @@ def refresher_rate(server, mongo, stored: int, seconds: float, batch: int, due_s
             "queued": int(sum(int(v) for v in server.hvals(f"{SPIDER}:queued")))}
 
 
+def gone_checks(mongo, items: int, per_page: int, checks: int) -> dict[str, float]:
+    """A revisit's gone check (GoneCheck.mark: the page's items older than its fetch) on a collection of ``items``
+    items, ``per_page`` a page: ms a check without an index on source_url, then with it (MongoWriter makes it)."""
+    from datetime import datetime, timedelta, timezone
+
+    from crawlhub.revisit.store import GoneCheck
+
+    coll = mongo["bench"]["gone_items"]
+    coll.drop()
+    seen = datetime.now(timezone.utc) - timedelta(hours=1)
+    pages = max(1, items // per_page)
+    started = time.monotonic()
+    for low in range(0, items, 10_000):
+        coll.insert_many([{"id": str(n), "source_url": f"https://shop.test/shop/page/{n // per_page}/", "last_seen": seen,
+                           "name": f"product {n}", "price": "1.00"} for n in range(low, min(items, low + 10_000))])
+    out: dict[str, float] = {"items": items, "load_seconds": time.monotonic() - started}
+    fetched = datetime.now(timezone.utc).timestamp()
+    for label in ("no_index", "index"):
+        if label == "index":
+            coll.create_index("source_url", name="source_url")
+        times = []
+        for i in range(checks):  # every item of the page was seen before the fetch: the check marks them all,
+            page = f"https://shop.test/shop/page/{(i * 7919) % pages}/"  # as if the page now lists none
+            begin = time.perf_counter()
+            marked = GoneCheck(page, fetched).mark(coll, datetime.now(timezone.utc))
+            times.append(time.perf_counter() - begin)
+            assert marked in (0, per_page), marked
+        times.sort()
+        out[label] = times[len(times) // 2] * 1000
+    coll.drop()
+    return out
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pages", type=int, default=5000)
@@ -117,6 +154,8 @@ def main(argv=None) -> int:
     parser.add_argument("--batch", type=int, default=500, help="REFRESH_BATCH")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--refresher-only", action="store_true", help="only the refresher's rate")
+    parser.add_argument("--gone-only", action="store_true", help="only a revisit's gone check, with and without its index")
+    parser.add_argument("--gone-items", type=int, default=100_000, help="items in the collection the gone check reads")
     args = parser.parse_args(argv)
     if args.quick:
         args.pages, args.repeat, args.stored, args.refresh_seconds = 1500, 2, 100_000, 10.0
@@ -133,6 +172,11 @@ def main(argv=None) -> int:
     try:
         base = f"http://127.0.0.1:{int(site.stdout.readline().split()[1])}"
         server, mongo = redis.Redis.from_url(redis_url), pymongo.MongoClient(mongo_uri)
+        if args.gone_only:
+            gone = gone_checks(mongo, args.gone_items, 16, 50)
+            print(f"a revisit's gone check on {gone['items']:,} items (loaded in {gone['load_seconds']:.0f}s), median "
+                  f"of 50: {gone['no_index']:.1f} ms without an index on source_url, {gone['index']:.2f} ms with it")
+            return 0
         print(f"site: {args.pages} pages; one crawlhub worker, CONCURRENT_REQUESTS=32, items to MongoDB (SecantusDB)")
         if not args.refresher_only:
             runs = crawl_rounds(server, mongo, base, redis_url, mongo_uri, args.repeat)

@@ -516,6 +516,11 @@ REVISIT_INC_RATE = 0.2
 REVISIT_DEC_RATE = 0.2
 # A queued revisit that never got fetched (lost) is due again after this many seconds.
 REVISIT_REQUEUE_AFTER = 86400
+# An item its page's revisit no longer shows: 0 marks it gone then (gone_at); a duration ("10m") makes it wait
+# that long first (missing_since, gone_due), so that an item moved to another page (a product added or removed
+# before it on a listing shifts the rest) is seen there before anything says it went. A spider's
+# `revisit_gone_delay` wins.
+REVISIT_GONE_DELAY = 0.0
 # How often a worker looks for due pages (only the holder of the refresher lock moves them),
 # how many per batch, and how long the lock outlives a refresher that died.
 REFRESH_INTERVAL = 5.0

@@ -52,7 +52,7 @@ class Page:
 VOLATILE_FIELDS = ("scraped_at", "source_url")
 # what the MongoDB store adds to an item's fields (``crawlhub export`` leaves them out unless asked)
 BOOKKEEPING_FIELDS = ("_id", "content_hash", "first_seen", "last_seen", "changed_at", "spiders", "gone_at",
-                      "cycles")
+                      "missing_since", "gone_due", "cycles")
 
 
 def is_empty(value: Any) -> bool:

@@ -129,7 +129,8 @@ class RevisitMiddleware(FrontierMiddleware):
         after_store: list[object] = request.meta.setdefault(meta.AFTER_STORE, [])
         after_store.append(update)
         if known and (200 <= status < 300 or status in (404, 410)):  # a page fetched again: which items went
-            after_store.append(GoneCheck(request.url, time.time(), everything=status in (404, 410)))
+            after_store.append(GoneCheck(request.url, time.time(), everything=status in (404, 410),
+                                         delay=self.policy.gone_delay))
         stats = self.crawler.stats
         if changed is not None:
             stats.inc_value("revisit/changed" if changed else "revisit/unchanged")
@@ -184,7 +185,7 @@ class RevisitMiddleware(FrontierMiddleware):
             # (a target judged broken, a new address whose markup the spider does not read: its items are not
             # known to be gone, and the page is not marked)
             skip = f"the page it redirects to, {request.url}, is judged broken: {target}" if target else ""
-            after_store.append(GoneCheck(origin, now, everything=True, skip=skip))
+            after_store.append(GoneCheck(origin, now, everything=True, skip=skip, delay=self.policy.gone_delay))
             stats.inc_value("revisit/redirected/removed")
             logger.info("%s now redirects to %s, %s: the page is taken as removed (%s) and the answer is not parsed "
                         "with its callback; %s", origin, request.url, ours,
@@ -204,7 +205,7 @@ class RevisitMiddleware(FrontierMiddleware):
             etag=_text(response.headers.get(b"ETag")), last_modified=_text(response.headers.get(b"Last-Modified")),
             signature=signature, interval=self.policy.bound(first), changed=None, keep_request=True,
             items=known.get("items")))  # the page's baseline, until its judges say (crawlhub.extensions.quality)
-        after_store.append(GoneCheck(origin, now, everything=response.status in (404, 410)))
+        after_store.append(GoneCheck(origin, now, everything=response.status in (404, 410), delay=self.policy.gone_delay))
         return response
 
     def _status_store(self) -> StatusStore:

@@ -68,6 +68,7 @@ from crawlhub.connection import get_mongo, mongo_error
 from crawlhub.exceptions import InvalidItem
 from crawlhub.frontier.view import StoreLink, store_link_of
 from crawlhub.items import BOOKKEEPING_FIELDS, VOLATILE_FIELDS, ItemMeta, cycle_field, is_empty, item_meta
+from crawlhub.revisit.policy import RevisitPolicy
 from crawlhub.revisit.store import GoneCheck, StatusStore
 
 if TYPE_CHECKING:
@@ -94,6 +95,10 @@ def key_filter(meta: ItemMeta, doc: dict[str, Any]) -> dict[str, Any]:
     return {name: doc.get(name) for name in meta.key_fields}
 
 
+# what an item stored again loses: a revisit's finding that it went (GoneCheck), or that it may have
+UNSEEN = {"gone_at": "", "missing_since": "", "gone_due": ""}
+
+
 class MongoWriter:
     """The synchronous part: runs in a thread, knows nothing of Scrapy."""
 
@@ -109,6 +114,9 @@ class MongoWriter:
         self._collections_at = float("-inf")
         self.cycle = ""  # the epoch of the flush being written (write)
         self.changes: list[dict[str, Any]] = []  # the last write's change history
+        # (collection, field): the revisits' indexes made (_index). A collection dropped under a running worker gets
+        # them again at the worker's next start; meanwhile its checks are slower, not wrong
+        self.revisit_indexes: set[tuple[str, str]] = set()
 
     def ensure_index(self, meta: ItemMeta) -> None:
         if meta.collection in self.indexed:
@@ -122,10 +130,11 @@ class MongoWriter:
         self.indexed.add(meta.collection)
 
     def write(self, batch: list[tuple[ItemMeta, dict[str, Any]]], quarantined: list[dict[str, Any]], statuses: list[Any] | None = None,
-              epoch: str = "") -> dict[str, Any]:
+              epoch: str = "", confirm: bool = False) -> dict[str, Any]:
         """Write one flush. ``epoch``: the frontier epoch the spider's crawl is in ("" = none); ``counts["cycle"]``
         is then the number of documents stored for the first time in it (each counted once, whichever worker
-        stores it and however often: the ``cycles`` field, ``{spider: epoch}``, moves once per document)."""
+        stores it and however often: the ``cycles`` field, ``{spider: epoch}``, moves once per document).
+        ``confirm``: then mark gone the items whose wait ended (confirm_gone), after this flush's items."""
         counts: dict[str, int] = defaultdict(int)
         self.cycle = epoch if self.spider else ""
         self.changes = []  # this write's change history (crawlhub.signals.items_changed)
@@ -160,10 +169,29 @@ class MongoWriter:
                 [s for s in statuses if not isinstance(s, GoneCheck)])
             now = datetime.now(timezone.utc)
             collections = self.item_collections() if checks else []
+            for collection in collections:
+                self._index(collection, "source_url")  # a check's query: without it, a scan of the collection
             for check in checks:
                 for collection in collections:
-                    counts["gone"] += check.mark(self.db[collection], now)
+                    counts["missing" if check.delay > 0 else "gone"] += check.mark(self.db[collection], now)
+        if confirm:
+            counts["gone_confirmed"] += self.confirm_gone()
         return dict(counts)
+
+    def confirm_gone(self) -> int:
+        """Mark gone, in every item collection, the items whose wait (REVISIT_GONE_DELAY) ended unseen."""
+        now = datetime.now(timezone.utc)
+        found = 0
+        for collection in self.item_collections():
+            self._index(collection, "gone_due")
+            found += GoneCheck.confirm(self.db[collection], now)
+        return found
+
+    def _index(self, collection: str, field: str) -> None:
+        """The revisits' index on ``field`` (made once per writer and collection; MongoDB keeps one of each)."""
+        if (collection, field) not in self.revisit_indexes:
+            self.db[collection].create_index(field, name=field)
+            self.revisit_indexes.add((collection, field))
 
     def _enter_cycle(self, coll: Collection[Any], field: str, filters: list[dict[str, Any]]) -> int:
         """Mark these stored documents as stored in this epoch; how many were not yet (a document that another
@@ -244,13 +272,13 @@ class MongoWriter:
                 # the same content: seen again, where it is now (its source_url: a product shifted to another
                 # listing page is that page's; a revisit of the page it left must not find it there, GoneCheck)
                 seen = {"last_seen": now, **{name: present[name] for name in VOLATILE_FIELDS if name in present}}
-                ops.append(UpdateOne(flt, {"$set": seen, "$unset": {"gone_at": ""}, **spiders}))
+                ops.append(UpdateOne(flt, {"$set": seen, "$unset": UNSEEN, **spiders}))
                 kinds.append("unchanged")
             else:
                 fields = {**present, "content_hash": digest, "last_seen": now, "changed_at": now}
                 on_insert = {**{name: value for name, value in doc.items() if name not in present}, "first_seen": now,
                              **({marked: self.cycle} if marked else {})}
-                ops.append(UpdateOne(flt, {"$set": fields, "$unset": {"gone_at": ""}, "$setOnInsert": on_insert,
+                ops.append(UpdateOne(flt, {"$set": fields, "$unset": UNSEEN, "$setOnInsert": on_insert,
                                            **spiders}, upsert=True))
                 kinds.append("updated" if before is not None else "inserted")
                 if before is not None and self.changes_collection:
@@ -325,6 +353,8 @@ class MongoPipeline:
         self.buffer: list[tuple[ItemMeta, dict[str, Any]]] = []
         self.quarantined: list[dict[str, Any]] = []
         self.statuses: list[Any] = []  # the URL status store's news (status_observed)
+        self.gone_delay = 0.0  # REVISIT_GONE_DELAY as the spider's policy has it (open_spider)
+        self.confirm_at = 0.0  # monotonic time of the next look for items whose wait ended
         self.lock = DeferredLock()
         self.timer: task.LoopingCall | None = None
         self.client: MongoClient[Any] | None = None
@@ -349,6 +379,8 @@ class MongoPipeline:
         link = store_link_of(self.crawler)
         if link is not None:  # a page's lease ends only after its items are written
             link.opened()
+        if self.crawler.spider is not None:
+            self.gone_delay = RevisitPolicy.for_spider(self.crawler.spider, self.crawler.settings).gone_delay
         if self.interval > 0:
             self.timer = task.LoopingCall(lambda: deferred_from_coro(self.flush()))
             self.timer.start(self.interval, now=False)
@@ -433,7 +465,10 @@ class MongoPipeline:
         statuses, self.statuses = self.statuses, []
         frontier = frontier_of(self.crawler)
         cycle = frontier.epoch_id if frontier is not None else ""
-        if not self.buffer and not self.quarantined and not statuses:
+        # items that a revisit found missing and that waited REVISIT_GONE_DELAY unseen: gone (a look every tenth
+        # of the wait, 1 to 60 s; any worker of the spider looks, so a worker's death delays no mark)
+        confirm = self.gone_delay > 0 and time.monotonic() >= self.confirm_at
+        if not self.buffer and not self.quarantined and not statuses and not confirm:
             if link is not None and leases:  # their items were written by earlier flushes
                 link.flush_succeeded(leases)
             return True
@@ -443,7 +478,8 @@ class MongoPipeline:
         writer = self.writer
         assert writer is not None  # (opened)
         try:
-            counts = await maybe_deferred_to_future(threads.deferToThread(writer.write, batch, quarantined, statuses, cycle))
+            counts = await maybe_deferred_to_future(threads.deferToThread(writer.write, batch, quarantined, statuses, cycle,
+                                                                          confirm))
         except Exception as exc:  # noqa: BLE001 - MongoDB down, or anything else: keep the batch, never die
             self.statuses[:0] = statuses
             if link is not None:
@@ -461,6 +497,11 @@ class MongoPipeline:
             return False
         del self.buffer[: len(batch)]
         del self.quarantined[: len(quarantined)]
+        if confirm:
+            self.confirm_at = time.monotonic() + min(max(self.gone_delay / 10, 1.0), 60.0)
+            if counts.get("gone_confirmed"):
+                logger.info("%d items missing from their pages' revisits and not seen elsewhere for %gs "
+                            "(REVISIT_GONE_DELAY) are marked gone", counts["gone_confirmed"], self.gone_delay)
         if self.failures:
             logger.info("MongoDB is back after %d failed writes; %d items written", self.failures, len(batch))
         self.failures = 0

@@ -9,7 +9,7 @@ already there:
 * the item's fields: the most recently seen document's values win, and an empty value never overwrites a found one
   (as MongoPipeline writes an item);
 * ``first_seen`` the earliest, ``last_seen`` and ``changed_at`` the latest, ``spiders`` and ``cycles`` joined,
-  ``gone_at`` as the most recently seen document has it; ``content_hash`` made again (the next crawl of an unchanged
+  ``gone_at`` (``missing_since``, ``gone_due``) as the most recently seen document has it; ``content_hash`` made again (the next crawl of an unchanged
   page counts it unchanged);
 * the change history (CHANGES_COLLECTION) names the canonical key.
 
@@ -89,8 +89,9 @@ def merge(docs: list[dict[str, Any]], key: dict[str, Any]) -> dict[str, Any]:
         cycles.update(doc.get("cycles") or {})
     if cycles:
         merged["cycles"] = cycles
-    if docs[-1].get("gone_at") is not None:
-        merged["gone_at"] = docs[-1]["gone_at"]
+    for name in ("gone_at", "missing_since", "gone_due"):  # a revisit's findings: the latest copy's
+        if docs[-1].get(name) is not None:
+            merged[name] = docs[-1][name]
     return merged
 
 

@@ -5,6 +5,7 @@ A spider declares it (one-shot, today's behaviour, when it declares nothing)::
     revisit = "24h"                                  # every page, once a day
     revisit_rules = {r"/shop/page/": "6h", r"/product/": "1d"}  # first matching regex wins
     revisit_min, revisit_max = "10m", "30d"           # bounds of the adaptive schedule
+    revisit_gone_delay = "10m"                        # an item missing from its page's revisit: gone after this
 
 and a request may say ``meta={"revisit": "2h"}`` (or ``False``: never again).
 
@@ -49,6 +50,17 @@ def parse_duration(value: object) -> float:
     return seconds
 
 
+def _delay(own: object, setting: object, spider: str) -> float:
+    """REVISIT_GONE_DELAY (a spider's ``revisit_gone_delay`` wins): a duration, or 0 for none."""
+    value, what = (own, "revisit_gone_delay") if own is not None else (setting, "REVISIT_GONE_DELAY")
+    if value in (0, "0", "", None):
+        return 0.0
+    try:
+        return parse_duration(value)
+    except BadDuration as exc:
+        raise BadDuration(f"spider {spider}: {what}: {exc} (or 0: marked gone at the revisit that misses it)") from None
+
+
 @dataclass(frozen=True)
 class RevisitPolicy:
     default: float | None = None  # seconds; None: crawl once
@@ -57,6 +69,9 @@ class RevisitPolicy:
     maximum: float = 30 * 86400.0
     inc_rate: float = 0.2
     dec_rate: float = 0.2
+    # seconds an item missing from its page's revisit waits (``missing_since``, ``gone_due``) before it is marked
+    # gone, so that an item moved to another page is seen there first; 0: marked at that revisit
+    gone_delay: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -82,6 +97,7 @@ class RevisitPolicy:
             default=duration(default, "revisit") if default is not None else None,
             rules=compiled, minimum=duration(minimum, "revisit_min"), maximum=duration(maximum, "revisit_max"),
             inc_rate=settings.getfloat("REVISIT_INC_RATE", 0.2), dec_rate=settings.getfloat("REVISIT_DEC_RATE", 0.2),
+            gone_delay=_delay(getattr(spider, "revisit_gone_delay", None), settings.get("REVISIT_GONE_DELAY", 0), name),
         )
         if policy.minimum > policy.maximum:
             raise BadDuration(f"spider {name}: revisit_min ({policy.minimum:g}s) is more than revisit_max ({policy.maximum:g}s)")

@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from pymongo import ASCENDING, DeleteOne, UpdateOne
@@ -154,13 +154,28 @@ class GoneCheck:
     # items were quarantined (they were not stored again, so their last_seen says nothing)
     skip: str = ""
 
+    # REVISIT_GONE_DELAY: the items wait this many seconds before they are gone (0: marked now). Meanwhile they
+    # carry ``missing_since`` (this check's time) and ``gone_due``; stored again, they lose both (MongoWriter);
+    # still unseen at ``gone_due``, they are marked (confirm, by any worker of a spider that waits)
+    delay: float = 0.0
+
     def mark(self, collection: Collection[dict[str, Any]], now: datetime) -> int:
         if self.skip:
             return 0
         query: dict[str, Any] = {"source_url": self.url, "gone_at": None}
         if not self.everything:
             query["last_seen"] = {"$lt": datetime.fromtimestamp(self.fetched_at, timezone.utc)}
-        return int(collection.update_many(query, {"$set": {"gone_at": now}}).modified_count)
+        if self.delay <= 0:
+            return int(collection.update_many(query, {"$set": {"gone_at": now}, "$unset": {"gone_due": ""}}).modified_count)
+        query["gone_due"] = None  # an item already waiting keeps its due time (a later miss does not defer it)
+        waiting = {"missing_since": now, "gone_due": now + timedelta(seconds=self.delay)}
+        return int(collection.update_many(query, {"$set": waiting}).modified_count)
+
+    @staticmethod
+    def confirm(collection: Collection[dict[str, Any]], now: datetime) -> int:
+        """Mark gone the items whose wait ended unseen (``gone_due`` passed); how many."""
+        return int(collection.update_many({"gone_due": {"$lte": now}, "gone_at": None},
+                                          {"$set": {"gone_at": now}, "$unset": {"gone_due": ""}}).modified_count)
 
 
 class DueScanner:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
+from datetime import timedelta
 
 from tests.harness import cli, start_worker, wait_for
 from tests.sites.shop import product_price, shop_pages
@@ -426,3 +428,74 @@ def test_a_product_removed_from_a_listing_is_the_only_one_marked_gone_though_the
     wrong = {i: d["source_url"].removeprefix(shop.url) for i, d in docs.items() if i != "700"
              and d["source_url"] != f"{shop.url}{where[i]}"}
     assert wrong == {}, f"products not named by the page they are on now: {wrong}"
+
+
+def test_with_a_gone_delay_a_product_shifted_to_a_page_not_yet_revisited_is_never_marked_gone(
+        env, site, redis_client, mongo_db, tmp_path):
+    """A shop adds a product at the front of its listing (newest first) and removes one further on: the last product
+    of each page before the removal moves to the next page (704 and 708). The revisit of page 1 no longer shows 704, which is on
+    page 2 now; page 2's revisit is held back until that check is written. With REVISIT_GONE_DELAY the product only
+    waits (missing_since, gone_due) and page 2's revisit takes that back; at 0 (the default) it was marked gone until
+    then, and an export taken meanwhile left it out. The removed product is marked gone once its wait is over, by a
+    worker started after the one that found it missing was killed (kill -9): the wait is in MongoDB, not in a worker."""
+    listing = {"/shop/", *(f"/shop/page/{n}/" for n in range(2, 7))}
+    pages = shop_pages(25, 4, without={"700"})  # 701..724: /shop/ and /shop/page/2/ .. /shop/page/6/
+    changed, released = threading.Event(), threading.Event()
+
+    def hold_page_two(site_, path):  # page 2's revisit after the change waits until the test has looked
+        if path == "/shop/page/2/" and changed.is_set():
+            released.wait(30)
+        return None
+
+    shop = site(pages, tls=True, conditional=True, handler=hold_page_two)
+    env = {**env, "SPIDER_MODULES": SPIDERS, "MAX_IDLE_TIME_BEFORE_CLOSE": "0", "REFRESH_INTERVAL": "0.3",
+           "DOMAIN_RATE": "4/s", "REVISIT_GONE_DELAY": "5", "LEASE_TTL": "3", "LEASE_RECLAIM_INTERVAL": "1"}
+    redis_client.lpush("t_revisit:start_urls", f"{shop.url}/shop/")
+    workers = [start_worker("t_revisit", env, tmp_path, "w1")]
+
+    def doc(product_id: str) -> dict:
+        return mongo_db.products.find_one({"id": product_id}) or {}
+
+    def fetches(path: str) -> int:
+        record = mongo_db.url_status.find_one({"spider": "t_revisit", "url": shop.url + path}) or {}
+        return record.get("fetches", 0)
+
+    try:
+        wait_until(lambda: mongo_db.products.count_documents({}) == 24 and mongo_db.url_status.count_documents({}) == 6,
+                   60, "the first cycle stored")
+        assert doc("704")["source_url"] == f"{shop.url}/shop/"
+        changed.set()
+        pages.clear()
+        pages.update(shop_pages(25, 4, without={"710"}))  # 700 added at the front, 710 removed from page 3
+        wait_until(lambda: fetches("/shop/") >= 2 and {"missing_since", "gone_at"} & set(doc("704")), 60,
+                   "page 1 revisited, and 704 (moved to page 2, held back) found missing there")
+        waiting = doc("704")
+        assert waiting.get("gone_at") is None, "a product moved to a page not yet revisited is not marked gone"
+        assert waiting["gone_due"] > waiting["missing_since"]
+        exported = [json.loads(line)["id"] for line in cli(env, "export", "t_revisit").stdout.splitlines()]
+        assert "704" in exported, "an export taken meanwhile has it"
+        released.set()
+        wait_until(lambda: doc("704").get("source_url") == f"{shop.url}/shop/page/2/", 30, "page 2 revisited")
+        assert not {"missing_since", "gone_due", "gone_at"} & set(doc("704")), "seen on page 2: no longer missing"
+        wait_until(lambda: doc("710").get("missing_since"), 30, "page 3 revisited, 710 missing")
+        workers[0].proc.kill()  # kill -9: the worker that found 710 missing never marks it
+        workers[0].proc.wait()
+        workers.append(start_worker("t_revisit", env, tmp_path, "w2"))
+        wait_until(lambda: doc("710").get("gone_at"), 60, "the removed product marked gone once its wait was over")
+        wait_until(lambda: all(fetches(path) >= 2 for path in listing), 60, "every page revisited")
+    finally:
+        released.set()
+        for worker in workers:
+            if worker.proc.poll() is None:
+                worker.proc.terminate()
+        for worker in workers:
+            worker.wait(30)
+    docs = {d["id"]: d for d in mongo_db.products.find()}
+    assert sorted(docs) == [str(i) for i in range(700, 725)], "the added product is stored"
+    assert sorted(d for d, doc_ in docs.items() if doc_.get("gone_at")) == ["710"], "the removed product alone is gone"
+    gone = docs["710"]
+    assert gone["missing_since"] < gone["gone_at"] and "gone_due" not in gone
+    assert gone["gone_at"] - gone["missing_since"] >= timedelta(seconds=5 - 0.5), "it waited REVISIT_GONE_DELAY"
+    assert not [d for d, doc_ in docs.items() if d != "710" and ({"missing_since", "gone_due"} & set(doc_))], \
+        "every moved product was seen again on the page it moved to"
+    assert "Traceback" not in "".join(w.log() for w in workers)

@@ -104,3 +104,38 @@ def test_gone_items_are_found_in_every_item_collection_even_by_a_fresh_worker(mo
     assert all(doc["gone_at"] for doc in mongo_db.pages.find()), "marked, not deleted"
     first.write([(item_meta(items[0]), {**vars(items[0])})], [])
     assert [d["url"] for d in mongo_db.pages.find({"gone_at": None})] == ["https://s.test/a"], "seen again: unmarked"
+
+
+def test_with_a_gone_delay_a_missing_item_waits_once_and_is_gone_only_if_unseen_till_its_due_time(mongo_db):
+    from datetime import datetime, timedelta, timezone
+
+    from crawlhub.items import Page, item_meta
+    from crawlhub.pipelines.mongo import MongoWriter
+    from crawlhub.revisit.store import GoneCheck
+
+    writer = MongoWriter(mongo_db, "quarantine", "shop")
+    page = "https://s.test/list"
+    items = [Page(url=f"https://s.test/{n}", status=200, source_url=page) for n in ("a", "b", "c")]
+    writer.write([(item_meta(i), {**vars(i)}) for i in items], [])
+    later = datetime.now(timezone.utc).timestamp() + 1
+    counts = writer.write([], [], [GoneCheck(page, later, delay=60)])  # the page's revisit shows none of them
+    assert counts["missing"] == 3 and not counts.get("gone"), counts
+    waiting = {d["url"][-1]: d for d in mongo_db.pages.find()}
+    assert all(d.get("gone_at") is None and d["gone_due"] - d["missing_since"] == timedelta(seconds=60)
+               for d in waiting.values()), "waiting, not gone"
+    assert not writer.write([], [], [GoneCheck(page, later + 30, delay=60)]).get("missing"), \
+        "a second miss does not defer it"
+    assert [d["gone_due"] for d in mongo_db.pages.find()] == [d["gone_due"] for d in waiting.values()]
+    assert not writer.write([], [], [], confirm=True).get("gone_confirmed"), "nothing is due yet"
+    # "a" turns up (on another page); "b" and "c" stay unseen past their due time ("c" is due now)
+    writer.write([(item_meta(items[0]), {**vars(items[0]), "source_url": "https://s.test/list?page=2"})], [])
+    mongo_db.pages.update_many({"url": {"$in": ["https://s.test/b", "https://s.test/c"]}},
+                               {"$set": {"gone_due": datetime.now(timezone.utc) - timedelta(seconds=1)}})
+    fresh = MongoWriter(mongo_db, "quarantine", "shop")  # any worker confirms: the wait is in MongoDB
+    assert fresh.write([], [], [], confirm=True)["gone_confirmed"] == 2
+    docs = {d["url"][-1]: d for d in mongo_db.pages.find()}
+    assert not {"gone_at", "missing_since", "gone_due"} & set(docs["a"]), "seen again: no longer missing"
+    assert docs["b"]["gone_at"] and docs["c"]["gone_at"] and not {"gone_due"} & (set(docs["b"]) | set(docs["c"]))
+    assert docs["b"]["missing_since"] == waiting["b"]["missing_since"], "when it was first missed, kept"
+    assert {"source_url", "gone_due"} <= {i["name"] for i in mongo_db.pages.list_indexes()}
+    assert GoneCheck(page, later, delay=0).mark(mongo_db.pages, datetime.now(timezone.utc)) == 0, "gone stays gone"

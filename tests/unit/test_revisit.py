@@ -73,6 +73,20 @@ def test_a_bad_declaration_names_the_spider_and_the_attribute():
         RevisitPolicy.for_spider(Declares(revisit="1h", revisit_min="2h", revisit_max="1h"), settings())
 
 
+def test_the_gone_delay_is_a_duration_from_the_spider_or_the_setting_and_0_is_none():
+    assert RevisitPolicy.for_spider(Declares(revisit="1h"), settings()).gone_delay == 0, "by default: marked at once"
+    assert RevisitPolicy.for_spider(Declares(revisit="1h"), settings(REVISIT_GONE_DELAY=90)).gone_delay == 90
+    assert RevisitPolicy.for_spider(Declares(revisit="1h"), settings(REVISIT_GONE_DELAY="10m")).gone_delay == 600
+    spider = Declares(revisit="1h", revisit_gone_delay="2h")
+    assert RevisitPolicy.for_spider(spider, settings(REVISIT_GONE_DELAY=90)).gone_delay == 7200, "the spider's wins"
+    assert RevisitPolicy.for_spider(Declares(revisit="1h", revisit_gone_delay=0), settings(REVISIT_GONE_DELAY=90)
+                                    ).gone_delay == 0
+    with pytest.raises(BadDuration, match=r"spider shop: revisit_gone_delay: bad duration 'soon'.*or 0"):
+        RevisitPolicy.for_spider(Declares(revisit="1h", revisit_gone_delay="soon"), settings())
+    with pytest.raises(BadDuration, match=r"spider shop: REVISIT_GONE_DELAY: bad duration -5"):
+        RevisitPolicy.for_spider(Declares(revisit="1h"), settings(REVISIT_GONE_DELAY=-5))
+
+
 def update(url: str, status: int = 200, signature: str = "s1", changed=None, at: float = 1000.0) -> StatusUpdate:
     return StatusUpdate(spider="shop", fp=url[-2:], url=url, domain="s.test", request=json.dumps({"url": url}),
                         fetched_at=at, status=status, etag='"e1"' if status != 304 else '"ignored"',
