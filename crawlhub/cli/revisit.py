@@ -64,6 +64,9 @@ def schedule(spider: str, as_json: bool) -> None:
     if data["urls"]:
         click.echo(f"  age of the last fetch: median {age['p50']:g}s, 90% under {age['p90']:g}s, oldest {age['max']:g}s")
     click.echo(f"  {data['fetches']} fetches: {data['changes']} found a change, {data['unchanged']} found none")
+    if data["missing"]:
+        click.echo(f"  {data['missing']} item(s) missing from their pages' last revisits wait (REVISIT_GONE_DELAY): "
+                   f"marked gone from {data['missing_gone_from']} unless seen again")
     if data["redirected"]:
         click.echo(f"  {data['redirected']} page(s) redirected elsewhere at their last fetch (redirected_to; "
                    "docs/revisit.md)")

@@ -330,4 +330,23 @@ class StatusStore:
             "changes": sum(d.get("changes", 0) for d in docs),
             "unchanged": sum(d.get("unchanged", 0) for d in docs),
             "redirected": sum(1 for d in docs if d.get("redirected_to")),  # at their last fetch (docs/revisit.md)
+            **self.missing_items(spider),
         }
+
+    def missing_items(self, spider: str) -> dict[str, Any]:
+        """The spider's items that a revisit found missing and that wait (REVISIT_GONE_DELAY), in every collection
+        of the database with the ``gone_due`` index (the item collections where one ever waited), and the first
+        due time (ISO, UTC; None when none waits)."""
+        db = self.collection.database
+        waiting, first = 0, None
+        query = {"spiders": spider, "gone_due": {"$ne": None}}
+        for name in db.list_collection_names():
+            coll = db[name]
+            if name.startswith("system.") or "gone_due" not in coll.index_information():
+                continue
+            waiting += coll.count_documents(query)
+            soonest = coll.find_one(query, {"gone_due": 1}, sort=[("gone_due", ASCENDING)])
+            if soonest is not None and (first is None or soonest["gone_due"] < first):
+                first = soonest["gone_due"]
+        return {"missing": waiting,
+                "missing_gone_from": first.replace(tzinfo=timezone.utc).isoformat() if first is not None else None}

@@ -474,6 +474,9 @@ def test_with_a_gone_delay_a_product_shifted_to_a_page_not_yet_revisited_is_neve
         assert waiting["gone_due"] > waiting["missing_since"]
         exported = [json.loads(line)["id"] for line in cli(env, "export", "t_revisit").stdout.splitlines()]
         assert "704" in exported, "an export taken meanwhile has it"
+        schedule = json.loads(cli(env, "schedule", "t_revisit", "--json").stdout)
+        assert schedule["missing"] >= 1 and schedule["missing_gone_from"], schedule
+        assert "missing from their pages' last revisits wait" in cli(env, "schedule", "t_revisit").stdout
         released.set()
         wait_until(lambda: doc("704").get("source_url") == f"{shop.url}/shop/page/2/", 30, "page 2 revisited")
         assert not {"missing_since", "gone_due", "gone_at"} & set(doc("704")), "seen on page 2: no longer missing"
