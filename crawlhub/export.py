@@ -171,6 +171,8 @@ def plan(db: Database[Any], spider: str, *, collection: str | None = None, since
         # from its last_seen (never misses a change, may take an unchanged one)
         query["$or"] = [{"changed_at": {"$gte": since}},
                         {"changed_at": {"$exists": False}, "last_seen": {"$gte": since}}]
+        if include_gone:  # a delta carries the day's removals too: found gone since then, its content unchanged
+            query["$or"].append({"gone_at": {"$gte": since}})
     if collection:
         if collection not in names:
             have = ", ".join(sorted(n for n in names if not n.startswith("system."))) or "none"

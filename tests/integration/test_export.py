@@ -190,3 +190,33 @@ def test_a_200000_item_export_runs_in_constant_memory_with_a_progress_bar_on_a_t
     assert count == total
     assert "exporting" in text and f"{total}/{total}" in text and "items/s" in text, text[-2000:]
     assert "\r" in text or "\x1b[" in text, "the bar redraws in place"
+
+
+def test_an_export_since_a_time_with_gone_items_has_the_items_found_gone_since_then(mongo_db):
+    """A data team's delta (`--since 1d --include-gone`) must carry the removals of that day: an item whose content
+    last changed a week ago and that a revisit found gone an hour ago is in it, with its gone_at; one found gone a
+    week ago is not, nor is one that only waits to be marked (REVISIT_GONE_DELAY: not known gone yet)."""
+    import io as _io
+    from datetime import timedelta
+
+    from crawlhub.export import export, plan
+
+    now = datetime.now(timezone.utc)
+    week, hour = now - timedelta(days=7), now - timedelta(hours=1)
+    base = {"spiders": ["shop"], "first_seen": week, "last_seen": week, "changed_at": week}
+    mongo_db.products.insert_many([
+        {**base, "id": "changed", "changed_at": hour, "last_seen": hour},
+        {**base, "id": "unchanged"},
+        {**base, "id": "gone-today", "gone_at": hour},
+        {**base, "id": "gone-last-week", "gone_at": week},
+        {**base, "id": "waiting", "missing_since": hour, "gone_due": now + timedelta(hours=1)},
+    ])
+    mongo_db.products.create_index([("id", pymongo.ASCENDING)], unique=True, name="item_key")
+
+    def ids(**options) -> list[str]:
+        out = _io.BytesIO()
+        export(mongo_db, plan(mongo_db, "shop", since=now - timedelta(days=1), **options), "jsonl", out)
+        return sorted(json.loads(line)["id"] for line in out.getvalue().splitlines())
+
+    assert ids() == ["changed"], "without --include-gone: what was stored or changed"
+    assert ids(include_gone=True) == ["changed", "gone-today"]
