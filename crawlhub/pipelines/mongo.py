@@ -272,6 +272,8 @@ class MongoWriter:
                 # the same content: seen again, where it is now (its source_url: a product shifted to another
                 # listing page is that page's; a revisit of the page it left must not find it there, GoneCheck)
                 seen = {"last_seen": now, **{name: present[name] for name in VOLATILE_FIELDS if name in present}}
+                if before.get("gone_at") is not None:  # back after a gone mark: a delta (export --since) carries it
+                    seen["changed_at"] = now
                 ops.append(UpdateOne(flt, {"$set": seen, "$unset": UNSEEN, **spiders}))
                 kinds.append("unchanged")
             else:

@@ -220,3 +220,30 @@ def test_an_export_since_a_time_with_gone_items_has_the_items_found_gone_since_t
 
     assert ids() == ["changed"], "without --include-gone: what was stored or changed"
     assert ids(include_gone=True) == ["changed", "gone-today"]
+
+
+def test_an_item_seen_again_after_it_was_found_gone_is_in_the_next_delta(mongo_db):
+    """A delta consumer that took an item's gone_at (`--since ... --include-gone`) must learn that it came back: an
+    item seen again, its content unchanged, gets changed_at with losing its mark, so `--since` carries it."""
+    import io as _io
+    from datetime import timedelta
+
+    from crawlhub.export import export, plan
+    from crawlhub.items import Page, item_meta
+    from crawlhub.pipelines.mongo import MongoWriter
+
+    writer = MongoWriter(mongo_db, "quarantine", "shop")
+    page = Page(url="https://s.test/p/1", status=200, source_url="https://s.test/list")
+    writer.write([(item_meta(page), {**vars(page)})], [])
+    now = datetime.now(timezone.utc)
+    GoneCheck(page.source_url, now.timestamp() + 1, everything=True).mark(mongo_db.pages, now - timedelta(days=2))
+    week = now - timedelta(days=7)  # stored a week ago, found gone two days ago
+    mongo_db.pages.update_many({}, {"$set": {"first_seen": week, "last_seen": week, "changed_at": week}})
+    since = now - timedelta(days=1)
+    writer.write([(item_meta(page), {**vars(page)})], [])  # seen again today, the same content
+    doc = mongo_db.pages.find_one()
+    assert doc.get("gone_at") is None and doc["changed_at"].replace(tzinfo=timezone.utc) > since
+    out = _io.BytesIO()
+    export(mongo_db, plan(mongo_db, "shop", since=since), "jsonl", out)
+    assert [json.loads(line)["url"] for line in out.getvalue().splitlines()] == [page.url]
+    assert not mongo_db.changes.count_documents({}), "no field changed: no change record"
