@@ -381,8 +381,9 @@ class MongoPipeline:
         link = store_link_of(self.crawler)
         if link is not None:  # a page's lease ends only after its items are written
             link.opened()
-        if self.crawler.spider is not None:
-            self.gone_delay = RevisitPolicy.for_spider(self.crawler.spider, self.crawler.settings).gone_delay
+        if self.crawler.spider is not None:  # (a one-shot spider's pages are never checked: it confirms nothing)
+            policy = RevisitPolicy.for_spider(self.crawler.spider, self.crawler.settings)
+            self.gone_delay = policy.gone_delay if policy.enabled else 0.0
         if self.interval > 0:
             self.timer = task.LoopingCall(lambda: deferred_from_coro(self.flush()))
             self.timer.start(self.interval, now=False)
