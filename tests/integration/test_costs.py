@@ -7,7 +7,9 @@ import json
 import time
 
 import redis
+from scrapy.settings import Settings
 
+from crawlhub.frontier.keys import Keys
 from crawlhub.services import EmbeddedRedis
 from tests.harness import cli, crawl_env, start_worker, wait_all, wait_for
 from tests.redis_cluster import LocalRedisCluster
@@ -35,6 +37,10 @@ def idle_commands(tmp_path, mongo_uri, mongo_db, partitions: int) -> collections
         # past its start (the engine's first rounds, the store's connection): its second heartbeat
         first = client.hvals("scrapeme:workers")
         assert wait_for(lambda: client.hvals("scrapeme:workers") != first, 30), worker.log()[-3000:]
+        if partitions > 1:  # and past its first lease round, which probes every partition never hinted (a script
+            # each) and hints it: on a loaded machine that round came after the second heartbeat, in the window
+            ready = Keys.for_spider(Settings(), "scrapeme", partitions=partitions).ready
+            assert wait_for(lambda: client.zcard(ready) >= partitions, 60), worker.log()[-3000:]
         counted: collections.Counter[str] = collections.Counter()
         before = json.loads(next(iter(client.hvals("scrapeme:workers"))))
         # (a socket timeout longer than any gap in an idle worker's traffic: redis-py drops a connection that
