@@ -25,7 +25,7 @@ from typing import IO, Any
 from pymongo.database import Database
 from scrapy.exporters import BaseItemExporter
 
-from crawlhub.items import BOOKKEEPING_FIELDS
+from crawlhub.items import BOOKKEEPING_FIELDS, wait_ended
 
 FORMATS = ("jsonl", "json", "csv", "xml")
 # a format's names, as Scrapy's feed exports know them (FEED_EXPORTERS: jsonlines, jsonl, jl), plus ndjson
@@ -119,11 +119,16 @@ class Plan:
     queries: list[tuple[str, dict[str, Any]]]  # (collection, filter), in export order
     total: int  # without counting (plan's ``count``), the number of collections with items
     drop: frozenset[str] = field(default_factory=frozenset)
+    # --include-gone: the time gone is judged at; an item whose wait ended by then (gone_due) not yet confirmed
+    # by a worker is exported gone, with the wait's end as its gone_at (what the confirmation will store)
+    gone_as_of: datetime | None = None
 
     def documents(self, db: Database[Any]) -> Iterator[dict[str, Any]]:
         """Every document to export, through cursors (``BATCH`` at a time), as plain data."""
         for name, query in self.queries:
             for doc in db[name].find(query, batch_size=BATCH):
+                if self.gone_as_of is not None and doc.get("gone_at") is None and wait_ended(doc, self.gone_as_of):
+                    doc["gone_at"] = doc["gone_due"]
                 yield {k: plain(v) for k, v in doc.items() if k not in self.drop}
 
     def field_names(self, db: Database[Any]) -> list[str]:
@@ -163,16 +168,19 @@ def plan(db: Database[Any], spider: str, *, collection: str | None = None, since
                               f"spider {spider!r}{what}{_since(since)} (items change when a recrawl finds them different)")
         return Plan(db.name, spider, True, [(changes, query)], total, frozenset({"_id"}))
 
+    now = datetime.now(timezone.utc)
     query = {"spiders": spider}
     if not include_gone:
+        # gone: marked, or its wait (REVISIT_GONE_DELAY) ended unseen and no worker has marked it yet
         query["gone_at"] = None
+        query["$nor"] = [{"gone_due": {"$lte": now}}]
     if since:
         # changed_at: when the content was last written; a document stored before it existed counts
         # from its last_seen (never misses a change, may take an unchanged one)
         query["$or"] = [{"changed_at": {"$gte": since}},
                         {"changed_at": {"$exists": False}, "last_seen": {"$gte": since}}]
         if include_gone:  # a delta carries the day's removals too: found gone since then, its content unchanged
-            query["$or"].append({"gone_at": {"$gte": since}})
+            query["$or"] += [{"gone_at": {"$gte": since}}, {"gone_at": None, "gone_due": {"$gte": since, "$lte": now}}]
     if collection:
         if collection not in names:
             have = ", ".join(sorted(n for n in names if not n.startswith("system."))) or "none"
@@ -189,7 +197,8 @@ def plan(db: Database[Any], spider: str, *, collection: str | None = None, since
         raise ExportError(f"nothing to export: {where}, {'collection' if len(candidates) == 1 else 'collections'} {listed}: "
                           f"no item of spider {spider!r}{_since(since)}{gone}")
     drop = set() if meta else set(BOOKKEEPING_FIELDS) - ({"gone_at"} if include_gone else set())
-    return Plan(db.name, spider, False, queries, sum(counts.values()), frozenset(drop | {"_id"}))
+    return Plan(db.name, spider, False, queries, sum(counts.values()), frozenset(drop | {"_id"}),
+                now if include_gone else None)
 
 
 def missing_fields(db: Database[Any], export_plan: Plan, fields: list[str]) -> dict[str, str]:

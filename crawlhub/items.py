@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, ClassVar
 
 
@@ -53,6 +53,20 @@ VOLATILE_FIELDS = ("scraped_at", "source_url")
 # what the MongoDB store adds to an item's fields (``crawlhub export`` leaves them out unless asked)
 BOOKKEEPING_FIELDS = ("_id", "content_hash", "first_seen", "last_seen", "changed_at", "spiders", "gone_at",
                       "missing_since", "gone_due", "cycles")
+
+
+def wait_ended(document: dict[str, Any], now: datetime) -> bool:
+    """Whether a stored document's wait as missing (``gone_due``, REVISIT_GONE_DELAY) ended by ``now``: it counts as
+    gone (an export leaves it out, or carries it gone) before a worker marks it (``gone_at``)."""
+    due = document.get("gone_due")
+    if not isinstance(due, datetime):
+        return False
+    return (due if due.tzinfo else due.replace(tzinfo=timezone.utc)) <= now  # pymongo reads naive UTC
+
+
+def counts_as_gone(document: dict[str, Any], now: datetime) -> bool:
+    """Whether a stored document is gone: marked (``gone_at``), or its wait ended (:func:`wait_ended`)."""
+    return document.get("gone_at") is not None or wait_ended(document, now)
 
 
 def is_empty(value: Any) -> bool:

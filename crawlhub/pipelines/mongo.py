@@ -67,7 +67,15 @@ from crawlhub.config import redact_url
 from crawlhub.connection import get_mongo, mongo_error
 from crawlhub.exceptions import InvalidItem
 from crawlhub.frontier.view import StoreLink, store_link_of
-from crawlhub.items import BOOKKEEPING_FIELDS, VOLATILE_FIELDS, ItemMeta, cycle_field, is_empty, item_meta
+from crawlhub.items import (
+    BOOKKEEPING_FIELDS,
+    VOLATILE_FIELDS,
+    ItemMeta,
+    counts_as_gone,
+    cycle_field,
+    is_empty,
+    item_meta,
+)
 from crawlhub.revisit.policy import RevisitPolicy
 from crawlhub.revisit.store import GoneCheck, StatusStore
 
@@ -272,7 +280,7 @@ class MongoWriter:
                 # the same content: seen again, where it is now (its source_url: a product shifted to another
                 # listing page is that page's; a revisit of the page it left must not find it there, GoneCheck)
                 seen = {"last_seen": now, **{name: present[name] for name in VOLATILE_FIELDS if name in present}}
-                if before.get("gone_at") is not None:  # back after a gone mark: a delta (export --since) carries it
+                if counts_as_gone(before, now):  # back after a gone mark: a delta (export --since) carries it
                     seen["changed_at"] = now
                 ops.append(UpdateOne(flt, {"$set": seen, "$unset": UNSEEN, **spiders}))
                 kinds.append("unchanged")

@@ -173,9 +173,11 @@ class GoneCheck:
 
     @staticmethod
     def confirm(collection: Collection[dict[str, Any]], now: datetime) -> int:
-        """Mark gone the items whose wait ended unseen (``gone_due`` passed); how many."""
+        """Mark gone the items whose wait ended unseen (``gone_due`` passed); how many. Their ``gone_at`` is when the
+        wait ended, not this look's time: from then on an export already counts them gone (:func:`crawlhub.export.plan`),
+        and a delta taken since then must not carry them a second time. (An update with a pipeline: MongoDB 4.2+.)"""
         return int(collection.update_many({"gone_due": {"$lte": now}, "gone_at": None},
-                                          {"$set": {"gone_at": now}, "$unset": {"gone_due": ""}}).modified_count)
+                                          [{"$set": {"gone_at": "$gone_due"}}, {"$unset": "gone_due"}]).modified_count)
 
 
 class DueScanner:

@@ -247,3 +247,45 @@ def test_an_item_seen_again_after_it_was_found_gone_is_in_the_next_delta(mongo_d
     export(mongo_db, plan(mongo_db, "shop", since=since), "jsonl", out)
     assert [json.loads(line)["url"] for line in out.getvalue().splitlines()] == [page.url]
     assert not mongo_db.changes.count_documents({}), "no field changed: no change record"
+
+
+def test_an_item_whose_wait_ended_is_gone_in_every_export_before_and_after_a_worker_marks_it(mongo_db):
+    """REVISIT_GONE_DELAY: an item a revisit found missing waits (gone_due), and a worker of the spider marks it gone
+    once the wait ends. With no worker running (the crawl finished, the night's workers stopped) nobody marks it: an
+    export must not hand it to the data team as live meanwhile. `--include-gone` carries it, its gone_at the wait's
+    end; the worker's mark later stores that same time, so the next delta does not carry the removal twice; and an
+    item seen again after its wait ended is in the next delta, as one seen again after a mark is."""
+    import io as _io
+    from datetime import timedelta
+
+    from crawlhub.export import export, plan
+    from crawlhub.items import Page, item_meta
+    from crawlhub.pipelines.mongo import MongoWriter
+
+    writer = MongoWriter(mongo_db, "quarantine", "shop")
+    pages = [Page(url=f"https://s.test/p/{n}", status=200, source_url="https://s.test/list") for n in (1, 2, 3, 4)]
+    writer.write([(item_meta(page), {**vars(page)}) for page in pages], [])
+    now = datetime.now(timezone.utc)
+    week, ended = now - timedelta(days=7), now - timedelta(hours=3)
+    ended = ended.replace(microsecond=ended.microsecond // 1000 * 1000)  # as BSON keeps it: milliseconds
+    mongo_db.pages.update_many({}, {"$set": {"first_seen": week, "last_seen": week, "changed_at": week}})
+    mongo_db.pages.update_many({"url": {"$ne": pages[2].url}},  # 1, 2 and 4 missing since yesterday, the wait over
+                               {"$set": {"missing_since": now - timedelta(days=1), "gone_due": ended}})
+
+    def urls(**options) -> list[tuple[str, str | None]]:
+        out = _io.BytesIO()
+        export(mongo_db, plan(mongo_db, "shop", **options), "jsonl", out)
+        return sorted((doc["url"], doc.get("gone_at")) for doc in map(json.loads, out.getvalue().splitlines()))
+
+    assert urls() == [(pages[2].url, None)], "an item whose wait ended is gone, marked or not"
+    assert urls(since=now - timedelta(days=1), include_gone=True) == [
+        (pages[n].url, plain(ended)) for n in (0, 1, 3)], "the day's delta carries them, the wait's end as gone_at"
+
+    delta_taken = datetime.now(timezone.utc)
+    writer.write([(item_meta(pages[3]), {**vars(pages[3])})], [])  # 4 is seen again (the same content), not marked
+    assert writer.confirm_gone() == 2
+    marked = {doc["url"]: doc for doc in mongo_db.pages.find()}
+    assert plain(marked[pages[0].url]["gone_at"]) == plain(ended), "marked at the wait's end, as exported"
+    assert not {"gone_at", "gone_due"} & set(marked[pages[3].url])
+    assert urls(since=delta_taken, include_gone=True) == [(pages[3].url, None)], \
+        "the next delta: 4's return, not 1's and 2's removals a second time"
