@@ -9,18 +9,26 @@ resident memory of the measured process only):
 * the floor: a pymongo cursor written as JSON lines with json.dumps (no Scrapy, no field handling);
 * the naive way: `list(collection.find())`, then json.dump (what constant memory avoids).
 
-Run: .venv/bin/python -m bench.export [--items N] [--quick]
+With ``--delta``: a daily delta instead (``export --since 1d``, with and without ``--include-gone``) on N items of
+which 1% changed and 0.2% were found gone within the day, the store's indexes made (MongoWriter's), next to the
+single ``$or`` query the command ran before (read with a bare pymongo cursor: no export cost in it).
+
+Run: .venv/bin/python -m bench.export [--items N] [--quick] [--delta]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 LAUNCHER = ("import resource, subprocess, sys; code = subprocess.call(sys.argv[1:]); "
@@ -55,6 +63,57 @@ def fill(db, n: int) -> None:
     db.products.create_index("spiders")
 
 
+OR_QUERY = """
+import sys, pymongo
+from datetime import datetime, timedelta, timezone
+db = pymongo.MongoClient(sys.argv[1])[sys.argv[2]]
+now = datetime.now(timezone.utc)
+since = now - timedelta(days=1)
+query = {"spiders": "scrapeme", "$or": [{"changed_at": {"$gte": since}},
+                                         {"changed_at": {"$exists": False}, "last_seen": {"$gte": since}}]}
+if sys.argv[4] == "gone":
+    query["$or"] += [{"gone_at": {"$gte": since}}, {"gone_at": None, "gone_due": {"$gte": since, "$lte": now}}]
+else:
+    query["gone_at"] = None
+with open(sys.argv[3], "w") as out:
+    out.write(str(sum(1 for _ in db.products.find(query, batch_size=500))))
+"""
+
+
+def age(db, n: int) -> None:
+    """The documents as a store a week old has them: every one last written a week ago, 1% changed and 0.2% found
+    gone within the day; the store's own indexes (MongoWriter.ensure_index)."""
+    from datetime import timedelta
+
+    from crawlhub.pipelines.mongo import DELTA_FIELDS
+
+    now = datetime.now(timezone.utc)
+    week, hour = now - timedelta(days=7), now - timedelta(hours=1)
+    db.products.update_many({}, {"$set": {"changed_at": week, "last_seen": week}})
+    db.products.update_many({"id": {"$in": [str(i) for i in range(0, n, 100)]}},
+                            {"$set": {"changed_at": hour, "last_seen": hour}})
+    db.products.update_many({"id": {"$in": [str(i) for i in range(1, n, 500)]}}, {"$set": {"gone_at": hour}})
+    for name in DELTA_FIELDS:
+        db.products.create_index(name, name=name)
+
+
+@contextlib.contextmanager
+def private_store() -> Iterator[tuple[Path, str, Any, dict[str, str]]]:
+    """A private secantusd-py: (a scratch directory, its URI, the bench's database, the command's environment)."""
+    import pymongo
+
+    from crawlhub.services import EmbeddedMongo
+
+    with tempfile.TemporaryDirectory() as home:
+        mongo = EmbeddedMongo(Path(home))
+        uri = mongo.ensure()
+        try:
+            env = {**os.environ, "MONGO_URI": uri, "MONGO_DATABASE": "bench_export", "REDIS_URL": "redis://127.0.0.1:1/0"}
+            yield Path(home), uri, pymongo.MongoClient(uri).bench_export, env
+        finally:
+            mongo.stop()
+
+
 def measured(cmd: list[str], env: dict) -> tuple[float, float]:
     """(seconds, peak MB) of ``cmd``, its peak read by a launcher forked from a small process."""
     started = time.perf_counter()
@@ -66,37 +125,27 @@ def measured(cmd: list[str], env: dict) -> tuple[float, float]:
 
 
 def main() -> None:
-    import os
-
-    import pymongo
-
-    from crawlhub.services import EmbeddedMongo
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=200_000)
     parser.add_argument("--quick", action="store_true", help="40,000 items")
+    parser.add_argument("--delta", action="store_true", help="a day's delta (--since 1d) instead of everything")
     args = parser.parse_args()
     n = 40_000 if args.quick else args.items
-    with tempfile.TemporaryDirectory() as home:
-        mongo = EmbeddedMongo(Path(home))
-        uri = mongo.ensure()
-        try:
-            db = pymongo.MongoClient(uri).bench_export
-            env = {**os.environ, "MONGO_URI": uri, "MONGO_DATABASE": "bench_export", "REDIS_URL": "redis://127.0.0.1:1/0"}
-            rows = []
-            for size in (n // 4, n):
-                fill(db, size)
-                for fmt in ("jsonl", "json", "csv", "xml"):
-                    out = Path(home) / f"out.{fmt}"
-                    took, peak = measured([sys.executable, "-m", "crawlhub.cli", "export", "scrapeme", "-o", str(out),
-                                           "--no-progress"], env)
-                    rows.append((f"crawlhub export {fmt}", size, took, peak))
-                for name, script in (("pymongo cursor + json.dumps (floor)", FLOOR), ("list(find()) + json.dump (naive)", NAIVE)):
-                    took, peak = measured([sys.executable, "-c", script, uri, "bench_export", str(Path(home) / "peer")], env)
-                    rows.append((name, size, took, peak))
-            baseline = measured([sys.executable, "-m", "crawlhub.cli", "--help"], env)[1]
-        finally:
-            mongo.stop()
+    if args.delta:
+        return delta(n)
+    rows = []
+    with private_store() as (home, uri, db, env):
+        for size in (n // 4, n):
+            fill(db, size)
+            for fmt in ("jsonl", "json", "csv", "xml"):
+                out = home / f"out.{fmt}"
+                took, peak = measured([sys.executable, "-m", "crawlhub.cli", "export", "scrapeme", "-o", str(out),
+                                       "--no-progress"], env)
+                rows.append((f"crawlhub export {fmt}", size, took, peak))
+            for name, script in (("pymongo cursor + json.dumps (floor)", FLOOR), ("list(find()) + json.dump (naive)", NAIVE)):
+                took, peak = measured([sys.executable, "-c", script, uri, "bench_export", str(home / "peer")], env)
+                rows.append((name, size, took, peak))
+        baseline = measured([sys.executable, "-m", "crawlhub.cli", "--help"], env)[1]
     print(f"{'what':40} {'items':>8} {'seconds':>8} {'items/s':>9} {'peak MB':>8}")
     for name, size, took, peak in rows:
         print(f"{name:40} {size:>8,} {took:>8.1f} {size / took:>9,.0f} {peak:>8.1f}")
@@ -104,6 +153,28 @@ def main() -> None:
     for fmt in ("jsonl", "json", "csv", "xml"):
         small, big = (peak for name, size, _, peak in rows if name == f"crawlhub export {fmt}")
         print(f"{fmt}: peak {small:.1f} MB at {n // 4:,} items, {big:.1f} MB at {n:,} (x{big / small:.2f} for x4 the items)")
+
+
+def delta(n: int) -> None:
+    rows = []
+    with private_store() as (home, uri, db, env):
+        fill(db, n)
+        age(db, n)
+        out = home / "delta.jsonl"
+        for gone in (False, True):
+            extra = ["--include-gone"] if gone else []
+            for _ in range(2):  # taking turns, twice
+                took, _peak = measured([sys.executable, "-m", "crawlhub.cli", "export", "scrapeme", "-o", str(out),
+                                        "--no-progress", "--since", "1d", *extra], env)
+                got = len(out.read_text(encoding="utf-8").splitlines())
+                rows.append((f"crawlhub export --since 1d {' '.join(extra)}", got, took))
+                took, _peak = measured([sys.executable, "-c", OR_QUERY, uri, "bench_export", str(out),
+                                        "gone" if gone else "live"], env)
+                rows.append((f"one $or query, read ({'with' if gone else 'without'} gone)", int(out.read_text()), took))
+    print(f"a day's delta of {n:,} items (1% changed, 0.2% found gone within the day)")
+    print(f"{'what':52} {'items':>7} {'seconds':>8}")
+    for name, got, took in rows:
+        print(f"{name:52} {got:>7,} {took:>8.2f}")
 
 
 if __name__ == "__main__":

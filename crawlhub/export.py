@@ -139,6 +139,25 @@ class Plan:
         return list(seen)
 
 
+def delta_clauses(since: datetime, include_gone: bool, now: datetime) -> list[dict[str, Any]]:
+    """What a delta since ``since`` takes, as filters that no document matches two of (each exported once, with no
+    set of ids kept), each led by a field the store indexes (MongoWriter.ensure_index): a server reads that index for
+    each, where one ``$or`` of them made SecantusDB read the whole collection (docs/benchmarks.md, "Export").
+
+    * ``changed_at`` since then: the content was written (or an item found gone was seen again);
+    * no ``changed_at`` (stored before it existed) and ``last_seen`` since then (never misses a change, may take an
+      unchanged one);
+    * with ``include_gone``, of the rest: found gone since then (``gone_at``), or its wait as missing ended since
+      then (``gone_due``, not yet marked): a delta carries the day's removals."""
+    written: list[dict[str, Any]] = [{"changed_at": {"$gte": since}}, {"changed_at": None, "last_seen": {"$gte": since}}]
+    if not include_gone:
+        return written
+    unwritten: list[dict[str, Any]] = [{"changed_at": {"$lt": since}}, {"changed_at": None, "last_seen": {"$lt": since}}]
+    removed: list[dict[str, Any]] = [{"gone_at": {"$gte": since}},
+                                     {"gone_due": {"$gte": since, "$lte": now}, "gone_at": None}]
+    return written + [{**gone, **rest} for gone in removed for rest in unwritten]
+
+
 def plan(db: Database[Any], spider: str, *, collection: str | None = None, since: datetime | None = None,
          include_gone: bool = False, history: bool = False, meta: bool = False,
          excluded: tuple[str, ...] = (), changes: str = "changes", count: bool = True) -> Plan:
@@ -169,18 +188,11 @@ def plan(db: Database[Any], spider: str, *, collection: str | None = None, since
         return Plan(db.name, spider, True, [(changes, query)], total, frozenset({"_id"}))
 
     now = datetime.now(timezone.utc)
-    query = {"spiders": spider}
+    base: dict[str, Any] = {"spiders": spider}
     if not include_gone:
         # gone: marked, or its wait (REVISIT_GONE_DELAY) ended unseen and no worker has marked it yet
-        query["gone_at"] = None
-        query["$nor"] = [{"gone_due": {"$lte": now}}]
-    if since:
-        # changed_at: when the content was last written; a document stored before it existed counts
-        # from its last_seen (never misses a change, may take an unchanged one)
-        query["$or"] = [{"changed_at": {"$gte": since}},
-                        {"changed_at": {"$exists": False}, "last_seen": {"$gte": since}}]
-        if include_gone:  # a delta carries the day's removals too: found gone since then, its content unchanged
-            query["$or"] += [{"gone_at": {"$gte": since}}, {"gone_at": None, "gone_due": {"$gte": since, "$lte": now}}]
+        base.update({"gone_at": None, "gone_due": {"$not": {"$lte": now}}})
+    clauses = delta_clauses(since, include_gone, now) if since else [{}]
     if collection:
         if collection not in names:
             have = ", ".join(sorted(n for n in names if not n.startswith("system."))) or "none"
@@ -189,8 +201,9 @@ def plan(db: Database[Any], spider: str, *, collection: str | None = None, since
     else:
         skip = set(excluded) | {changes}
         candidates = sorted(n for n in names if n not in skip and not n.startswith(("system.", "_")))
-    counts = {name: how_many(name, query) for name in candidates}
-    queries = [(name, query) for name in candidates if counts[name]]
+    # the clause's fields first: SecantusDB reads the index of a query's first indexed field (`spiders` matches all)
+    counts = {(name, n): how_many(name, {**clause, **base}) for name in candidates for n, clause in enumerate(clauses)}
+    queries = [(name, {**clause, **base}) for name in candidates for n, clause in enumerate(clauses) if counts[name, n]]
     if not queries:
         listed = ", ".join(f"{name!r}" for name in candidates) or "no item collection"
         gone = "" if include_gone else " (gone items left out: --include-gone)"

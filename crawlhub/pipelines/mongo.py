@@ -52,7 +52,7 @@ from itemadapter import ItemAdapter
 from pymongo import ASCENDING, MongoClient, UpdateOne
 from pymongo.collection import Collection
 from pymongo.database import Database
-from pymongo.errors import BulkWriteError, ConnectionFailure
+from pymongo.errors import BulkWriteError, ConnectionFailure, OperationFailure
 from scrapy import Spider, signals
 from scrapy.crawler import Crawler
 from scrapy.http import Response
@@ -103,6 +103,9 @@ def key_filter(meta: ItemMeta, doc: dict[str, Any]) -> dict[str, Any]:
     return {name: doc.get(name) for name in meta.key_fields}
 
 
+INDEX_OPTIONS_CONFLICT, INDEX_KEY_SPECS_CONFLICT = 85, 86  # an index on those keys exists under another name
+# the fields a delta export leads its queries with (indexed with each item collection): none moves on an unchanged store
+DELTA_FIELDS = ("changed_at", "gone_at", "gone_due")
 # what an item stored again loses: a revisit's finding that it went (GoneCheck), or that it may have
 UNSEEN = {"gone_at": "", "missing_since": "", "gone_due": ""}
 
@@ -133,6 +136,8 @@ class MongoWriter:
             [(name, ASCENDING) for name in meta.key_fields], unique=True, name="item_key"
         )
         self.db[meta.collection].create_index("spiders", name="spiders")  # `crawlhub status`, export
+        for name in DELTA_FIELDS:  # what `export --since` reads (crawlhub.export.delta_clauses); rarely written
+            self._index(meta.collection, name)
         if self.spider:  # status' count of this crawl's documents (crawlhub.monitor.status.item_counts)
             self.db[meta.collection].create_index(cycle_field(self.spider), name=cycle_field(self.spider))
         self.indexed.add(meta.collection)
@@ -196,9 +201,14 @@ class MongoWriter:
         return found
 
     def _index(self, collection: str, field: str) -> None:
-        """The revisits' index on ``field`` (made once per writer and collection; MongoDB keeps one of each)."""
+        """An index on ``field`` (made once per writer and collection; MongoDB keeps one of each). One an operator made
+        on the same field under another name serves as well."""
         if (collection, field) not in self.revisit_indexes:
-            self.db[collection].create_index(field, name=field)
+            try:
+                self.db[collection].create_index(field, name=field)
+            except OperationFailure as exc:
+                if exc.code not in (INDEX_OPTIONS_CONFLICT, INDEX_KEY_SPECS_CONFLICT):
+                    raise
             self.revisit_indexes.add((collection, field))
 
     def _enter_cycle(self, coll: Collection[Any], field: str, filters: list[dict[str, Any]]) -> int:

@@ -289,3 +289,58 @@ def test_an_item_whose_wait_ended_is_gone_in_every_export_before_and_after_a_wor
     assert not {"gone_at", "gone_due"} & set(marked[pages[3].url])
     assert urls(since=delta_taken, include_gone=True) == [(pages[3].url, None)], \
         "the next delta: 4's return, not 1's and 2's removals a second time"
+
+
+@pytest.mark.parametrize("include_gone", [False, True], ids=["live", "with-gone"])
+def test_a_delta_takes_each_item_once_and_exactly_what_its_definition_says(mongo_db, include_gone):
+    """`export --since` reads a delta as several queries, each led by an indexed field (one `$or` of them made
+    SecantusDB read the whole collection). Together they must take exactly what the delta's definition names, and
+    each item once: on every mix of changed_at (none, before, since), last_seen, gone_at and gone_due (none, ended
+    before since, ended since, not yet ended)."""
+    import io as _io
+    import itertools
+    from datetime import timedelta
+
+    from crawlhub.export import export, plan
+
+    now = datetime.now(timezone.utc)
+    since, before, after, later = now - timedelta(days=1), now - timedelta(days=3), now - timedelta(hours=2), \
+        now + timedelta(hours=2)
+    docs = []
+    for n, (changed, seen, gone_at, gone_due) in enumerate(itertools.product(
+            (None, before, after), (before, after), (None, before, after), (None, before, after, later))):
+        if changed is not None and seen < changed:
+            continue  # the store moves last_seen with every write
+        doc = {"id": str(n), "spiders": ["shop"], "last_seen": seen}
+        doc.update({name: value for name, value in
+                    (("changed_at", changed), ("gone_at", gone_at), ("gone_due", gone_due)) if value is not None})
+        docs.append(doc)
+    mongo_db.products.insert_many(docs)
+
+    def expected(doc: dict) -> bool:  # the delta's definition, item by item
+        changed, gone_at, gone_due = doc.get("changed_at"), doc.get("gone_at"), doc.get("gone_due")
+        wait_over = gone_at is None and gone_due is not None and gone_due <= now
+        if not include_gone and (gone_at is not None or wait_over):
+            return False
+        written = changed >= since if changed is not None else doc["last_seen"] >= since
+        removed = (gone_at is not None and gone_at >= since) or (wait_over and gone_due >= since)
+        return written or (include_gone and removed)
+
+    out = _io.BytesIO()
+    export(mongo_db, plan(mongo_db, "shop", since=since, include_gone=include_gone), "jsonl", out)
+    taken = [json.loads(line)["id"] for line in out.getvalue().splitlines()]
+    assert len(taken) == len(set(taken)), "an item taken twice"
+    assert sorted(taken, key=int) == [doc["id"] for doc in docs if expected(doc)]
+
+
+def test_the_store_indexes_what_a_delta_reads_and_takes_an_operators_own_index_on_it(mongo_db):
+    """The fields a delta's queries lead with are indexed with each item collection; an index an operator made on one
+    of them before (another name) serves and is not an error that stops the store."""
+    from crawlhub.items import Page, item_meta
+    from crawlhub.pipelines.mongo import DELTA_FIELDS, MongoWriter
+
+    mongo_db.pages.create_index("changed_at")  # changed_at_1
+    page = Page(url="https://s.test/p/1", status=200, source_url="https://s.test/list")
+    MongoWriter(mongo_db, "quarantine", "shop").write([(item_meta(page), {**vars(page)})], [])
+    indexed = {tuple(name for name, _ in index["key"]) for index in mongo_db.pages.index_information().values()}
+    assert {(name,) for name in DELTA_FIELDS} <= indexed and mongo_db.pages.count_documents({}) == 1
