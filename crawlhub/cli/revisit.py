@@ -67,6 +67,9 @@ def schedule(spider: str, as_json: bool) -> None:
     if data["missing"]:
         click.echo(f"  {data['missing']} item(s) missing from their pages' last revisits wait (REVISIT_GONE_DELAY): "
                    f"marked gone from {data['missing_gone_from']} unless seen again")
+    if data["missing_overdue"]:
+        click.echo(f"  {data['missing_overdue']} of them waited past their end: gone for exports already, marked "
+                   "gone when a worker of the spider runs")
     if data["redirected"]:
         click.echo(f"  {data['redirected']} page(s) redirected elsewhere at their last fetch (redirected_to; "
                    "docs/revisit.md)")

@@ -337,18 +337,21 @@ class StatusStore:
 
     def missing_items(self, spider: str) -> dict[str, Any]:
         """The spider's items that a revisit found missing and that wait (REVISIT_GONE_DELAY), in every collection
-        of the database with the ``gone_due`` index (the item collections where one ever waited), and the first
-        due time (ISO, UTC; None when none waits)."""
+        of the database with the ``gone_due`` index (the item collections), the first due time (ISO, UTC; None when
+        none waits), and how many of them waited past it (``missing_overdue``): gone for an export already, marked
+        when a worker of the spider runs."""
         db = self.collection.database
-        waiting, first = 0, None
-        query = {"spiders": spider, "gone_due": {"$ne": None}}
+        waiting, overdue, first = 0, 0, None
+        now = datetime.now(timezone.utc)
+        query: dict[str, Any] = {"gone_due": {"$gte": datetime(1970, 1, 1, tzinfo=timezone.utc)}, "spiders": spider}
         for name in db.list_collection_names():
             coll = db[name]
             if name.startswith("system.") or "gone_due" not in coll.index_information():
                 continue
             waiting += coll.count_documents(query)
+            overdue += coll.count_documents({**query, "gone_due": {"$lte": now}})  # (the indexed field first)
             soonest = coll.find_one(query, {"gone_due": 1}, sort=[("gone_due", ASCENDING)])
             if soonest is not None and (first is None or soonest["gone_due"] < first):
                 first = soonest["gone_due"]
-        return {"missing": waiting,
+        return {"missing": waiting, "missing_overdue": overdue,
                 "missing_gone_from": first.replace(tzinfo=timezone.utc).isoformat() if first is not None else None}

@@ -111,7 +111,7 @@ def test_with_a_gone_delay_a_missing_item_waits_once_and_is_gone_only_if_unseen_
 
     from crawlhub.items import Page, item_meta
     from crawlhub.pipelines.mongo import MongoWriter
-    from crawlhub.revisit.store import GoneCheck
+    from crawlhub.revisit.store import GoneCheck, StatusStore
 
     writer = MongoWriter(mongo_db, "quarantine", "shop")
     page = "https://s.test/list"
@@ -127,10 +127,14 @@ def test_with_a_gone_delay_a_missing_item_waits_once_and_is_gone_only_if_unseen_
         "a second miss does not defer it"
     assert [d["gone_due"] for d in mongo_db.pages.find()] == [d["gone_due"] for d in waiting.values()]
     assert not writer.write([], [], [], confirm=True).get("gone_confirmed"), "nothing is due yet"
+    schedule = StatusStore(mongo_db.url_status).missing_items("shop")  # what `crawlhub schedule` shows
+    assert (schedule["missing"], schedule["missing_overdue"]) == (3, 0), schedule
     # "a" turns up (on another page); "b" and "c" stay unseen past their due time ("c" is due now)
     writer.write([(item_meta(items[0]), {**vars(items[0]), "source_url": "https://s.test/list?page=2"})], [])
     mongo_db.pages.update_many({"url": {"$in": ["https://s.test/b", "https://s.test/c"]}},
                                {"$set": {"gone_due": datetime.now(timezone.utc) - timedelta(seconds=1)}})
+    schedule = StatusStore(mongo_db.url_status).missing_items("shop")
+    assert (schedule["missing"], schedule["missing_overdue"]) == (2, 2), "past their wait's end, not yet marked"
     fresh = MongoWriter(mongo_db, "quarantine", "shop")  # any worker confirms: the wait is in MongoDB
     assert fresh.write([], [], [], confirm=True)["gone_confirmed"] == 2
     docs = {d["url"][-1]: d for d in mongo_db.pages.find()}
