@@ -7,6 +7,8 @@ chosen proxy's address and credentials among them).
 
 from __future__ import annotations
 
+import json
+
 # the prefix of crawlhub's own keys, set by its components (a key a spider sets, such as ``revisit`` or ``rung``, has
 # none): a seed may not carry them (crawlhub.seeds)
 OWN_PREFIX = "crawlhub_"
@@ -75,3 +77,23 @@ PER_DOWNLOAD = ("proxy", "_auth_proxy", "_scheme_proxy", "playwright_context", "
 PARENT_ONLY = (LEASE, ATTEMPTS, FIRST_ATTEMPT, EXPIRIES, STATUS, FAILURE, END, AFTER_STORE, LEASE_PAYLOAD, DOWNLOAD_RUNG,
                PROBE, CLIMBED, LANE, SESSION_GEN, SESSION_LOGIN, SESSION_PROXY,
                SESSION_PROFILE)
+
+# meta of one fetch, not of the page: left out of a page's request kept for a later fetch (the URL status store's,
+# the quarantine's)
+NOT_STORED = (*PARENT_ONLY, ROBOTS_WAITS, RESLOT, SLOT_TAKEN, SAME_PAGE, "redirect_urls", "redirect_times",
+              "redirect_ttl", "redirect_reasons", "download_slot", "download_latency")
+
+
+def stored_request(payload: bytes | str) -> str:
+    """A leased request's JSON (:data:`LEASE_PAYLOAD`) as a store keeps it to queue the page again: no per-fetch meta,
+    and never filtered as a duplicate (the page was crawled)."""
+    data = json.loads(payload)
+    request_meta = data.get("meta") or {}
+    for key in NOT_STORED:
+        request_meta.pop(key, None)
+    if request_meta:
+        data["meta"] = request_meta
+    else:
+        data.pop("meta", None)
+    data["dont_filter"] = True
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False)

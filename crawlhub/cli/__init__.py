@@ -10,6 +10,7 @@ crawlhub.proxies, crawlhub.profiles, crawlhub.services):
     watch.py          status, health, log, report
     control.py        seed, bad-seeds, pause, resume, budget, reset
     dlq.py            dlq list | show | requeue | purge
+    quarantine.py     quarantine list | show | requeue | purge (items that broke their type's contract)
     limits.py         limits set | clear | show
     partitions.py     partitions (a partitioned frontier, partition by partition)
     revisit.py        recrawl, schedule (continuous crawling)
@@ -47,7 +48,7 @@ COMMANDS: dict[str, str] = {
     "export": "export:export_command", "canonicalize-keys": "store:canonicalize_keys",
     "ui": "ui:ui",
     "proxies": "antiblocking:proxies", "profiles": "antiblocking:profiles",
-    "dlq": "dlq:group", "limits": "limits:group", "partitions": "partitions:partitions",
+    "dlq": "dlq:group", "quarantine": "quarantine:group", "limits": "limits:group", "partitions": "partitions:partitions",
 }
 
 

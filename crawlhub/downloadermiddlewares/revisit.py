@@ -18,7 +18,6 @@ It sits at 540: responses reach it after retries (550) and redirects (580, 600).
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import time
 from collections.abc import Awaitable
@@ -40,25 +39,6 @@ from crawlhub.revisit.store import GoneCheck, Redirected, StatusStore, StatusUpd
 
 logger = logging.getLogger(__name__)
 RECORDED = frozenset({304, 404, 410})
-# meta of one fetch, not of the page: left out of the request the store keeps
-NOT_STORED = (*meta.PARENT_ONLY, meta.ROBOTS_WAITS, meta.RESLOT, meta.SLOT_TAKEN, meta.SAME_PAGE, "redirect_urls",
-              "redirect_times", "redirect_ttl", "redirect_reasons", "download_slot", "download_latency")
-
-
-def stored_request(payload: bytes) -> str:
-    """A leased request's JSON as the status store keeps it: no per-fetch meta, and a revisit is never filtered."""
-    data = json.loads(payload)
-    request_meta = data.get("meta") or {}
-    for key in NOT_STORED:
-        request_meta.pop(key, None)
-    if request_meta:
-        data["meta"] = request_meta
-    else:
-        data.pop("meta", None)
-    data["dont_filter"] = True
-    return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
-
-
 class RevisitMiddleware(FrontierMiddleware):
     def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler)
@@ -119,7 +99,7 @@ class RevisitMiddleware(FrontierMiddleware):
                         known["fp"])
         update = StatusUpdate(
             spider=self.spider_name, fp=fp,
-            url=request.url, domain=domain_of(request.url), request=stored_request(request.meta[meta.LEASE_PAYLOAD]),
+            url=request.url, domain=domain_of(request.url), request=meta.stored_request(request.meta[meta.LEASE_PAYLOAD]),
             fetched_at=time.time(), status=status,
             etag=_text(headers.get(b"ETag")), last_modified=_text(headers.get(b"Last-Modified")),
             signature=signature, interval=new_interval, changed=changed, moved_from=moved_from,
@@ -201,7 +181,7 @@ class RevisitMiddleware(FrontierMiddleware):
             first = self.policy.maximum
         after_store.append(StatusUpdate(
             spider=self.spider_name, fp=fp, url=request.url, domain=domain_of(request.url),
-            request=stored_request(request.meta[meta.LEASE_PAYLOAD]), fetched_at=now, status=response.status,
+            request=meta.stored_request(request.meta[meta.LEASE_PAYLOAD]), fetched_at=now, status=response.status,
             etag=_text(response.headers.get(b"ETag")), last_modified=_text(response.headers.get(b"Last-Modified")),
             signature=signature, interval=self.policy.bound(first), changed=None, keep_request=True,
             items=known.get("items")))  # the page's baseline, until its judges say (crawlhub.extensions.quality)

@@ -15,7 +15,9 @@ What is stored is protected: a broken or degraded page never marks its items gon
 skipped: their ``last_seen`` says nothing about the site). A broken page keeps its baseline and its revisit
 interval, and loses its validators and body signature, so that its next fetch is a whole GET which a fixed
 spider parses again (a conditional GET would answer 304 and the page would never be parsed). It is kept for
-inspection in ``<spider>:quality:broken`` (URL, why, since when) until a fetch of it is healthy again.
+inspection in ``<spider>:quality:broken`` (URL, why, since when) until a fetch of it is healthy again. A degraded
+page loses its validators and signature too: its quarantined items are not in the store, and a 304 would keep them
+out after the spider is fixed.
 
 **Figures.** Every page and every item that reaches validation is counted (crawlhub.quality has the fields);
 the counts ride the cluster stats' pipeline (``crawlhub.signals.stats_flushing``), into the cycle's hash and
@@ -73,7 +75,7 @@ from crawlhub.quality import (
     url_pattern,
     when,
 )
-from crawlhub.revisit.store import GoneCheck, StatusUpdate
+from crawlhub.revisit.store import GoneCheck, QuarantineSuperseded, StatusUpdate
 from crawlhub.stats import add_counts
 
 __all__ = ["QualityMonitor", "quality_keys", "url_pattern"]
@@ -272,15 +274,22 @@ class QualityMonitor:
                 if state == "broken":
                     update.broken = why
                     update.interval = float(known.get("interval") or update.interval)
+                elif state == "degraded":
+                    update.degraded = True
                 elif state == "healthy" and status not in (404, 410):
                     update.items = items
+        lease = request.meta.get(meta.LEASE)
+        if lease and (invalid or known.get("degraded")):
+            # this fetch's quarantine records supersede the page's earlier ones (none left once it reads healthy)
+            after_store.append(QuarantineSuperseded(request.url, str(lease)))
         if state == "broken":
             logger.debug("Extraction broken on %s: it %s; its items are not marked gone, it stays due", request.url,
                          why)
             self.broken[request.url] = {"url": request.url, "pattern": pattern, "why": why, "since": time.time(),
                                         "status": status}
         elif state == "degraded":
-            logger.info("%s: %s; its items are not marked gone (crawlhub quarantine)", request.url, why)
+            logger.info("%s: %s; its items are not marked gone, its next fetch is a whole GET (crawlhub quarantine)",
+                        request.url, why)
         elif known.get("broken") or request.url in self.broken:
             self.broken.pop(request.url, None)
             self.mended[request.url] = pattern

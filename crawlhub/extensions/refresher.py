@@ -57,7 +57,7 @@ def revisit_payload(doc: dict[str, Any], data: dict[str, Any] | None = None) -> 
         "unchanged": doc.get("unchanged"), "first_fetch": doc.get("first_fetch"),
         "etag": doc.get("etag"), "last_modified": doc.get("last_modified"), "signature": doc.get("signature"),
         "interval": doc.get("interval"), "due": doc.get("next_fetch"), "items": doc.get("items"),
-        "broken": doc.get("broken"),
+        "broken": doc.get("broken"), "degraded": doc.get("degraded"),
     }
     data["dont_filter"] = True
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False)

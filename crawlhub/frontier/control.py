@@ -64,16 +64,21 @@ def requeue_dead_letter(server: redis.Redis, keys: Keys, raw: bytes | str, lette
 
     First queued, then removed from the DLQ: a crash in between leaves a duplicate letter, never a lost one.
     """
-    request: dict[str, Any] = json.loads(letter.request)
+    requeue(server, keys, letter.request, letter.url)
+    # a letter is in its domain's partition; every partition is looked at, first match removed
+    return any(server.lrem(part.dlq, 1, raw) for part in keys.parts)  # type: ignore[arg-type]  # bytes are fine
+
+
+def requeue(server: redis.Redis, keys: Keys, request_json: str | bytes, url: str | None = None) -> None:
+    """Put a request (its JSON, as the frontier holds requests) in its domain's queue, never filtered as a duplicate and
+    with its attempts forgotten: a dead letter's, or a quarantined item's page's (``crawlhub quarantine requeue``)."""
+    request: dict[str, Any] = json.loads(request_json)
     request_meta = request.get("meta", {})
     for key in (meta.ATTEMPTS, meta.FIRST_ATTEMPT, meta.EXPIRIES):
         request_meta.pop(key, None)
     request["dont_filter"] = True
     payload = json.dumps(request, separators=(",", ":"), ensure_ascii=False)
-    domain = domain_of(letter.url or request.get("url", ""))
-    Partitions(server, keys).push(payload, int(request.get("priority", 0)), domain)
-    # a letter is in its domain's partition; every partition is looked at, first match removed
-    return any(server.lrem(part.dlq, 1, raw) for part in keys.parts)  # type: ignore[arg-type]  # bytes are fine
+    Partitions(server, keys).push(payload, int(request.get("priority", 0)), domain_of(url or request.get("url", "")))
 
 
 def entry_id(raw: bytes | str) -> str:

@@ -76,8 +76,9 @@ from crawlhub.items import (
     is_empty,
     item_meta,
 )
+from crawlhub.meta import LEASE, LEASE_PAYLOAD, stored_request
 from crawlhub.revisit.policy import RevisitPolicy
-from crawlhub.revisit.store import GoneCheck, StatusStore
+from crawlhub.revisit.store import GoneCheck, QuarantineSuperseded, StatusStore
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -108,6 +109,18 @@ INDEX_OPTIONS_CONFLICT, INDEX_KEY_SPECS_CONFLICT = 85, 86  # an index on those k
 DELTA_FIELDS = ("changed_at", "gone_at", "gone_due")
 # what an item stored again loses: a revisit's finding that it went (GoneCheck), or that it may have
 UNSEEN = {"gone_at": "", "missing_since": "", "gone_due": ""}
+
+
+def page_request(response: Response | None) -> str | None:
+    """The JSON of the leased request whose page ``response`` is (the page a redirect led to is the same lease's), as
+    the frontier queues it again; None for a page the frontier did not lease."""
+    payload = response.request.meta.get(LEASE_PAYLOAD) if response is not None and response.request else None
+    if not payload:
+        return None
+    try:
+        return stored_request(payload)
+    except ValueError:  # not JSON: the frontier never leases such a request, so nothing to queue again
+        return None
 
 
 class MongoWriter:
@@ -173,9 +186,16 @@ class MongoWriter:
                     refused += self._upsert(collection, good, counts)
         quarantined = [*quarantined, *refused]
         if quarantined:
+            self._index(self.quarantine, "spider")  # crawlhub quarantine, status
             self.db[self.quarantine].insert_many(quarantined, ordered=False)
             counts["quarantined"] += len(quarantined)
             counts["refused"] += len(refused)
+        superseded = [s for s in statuses or () if isinstance(s, QuarantineSuperseded)]
+        if superseded:  # a page's quarantine records of earlier fetches (after this flush's own are in)
+            self._index(self.quarantine, "source_url")
+            for news in superseded:
+                counts["quarantine_superseded"] += news.clear(self.db[self.quarantine], self.spider)
+            statuses = [s for s in statuses or () if not isinstance(s, QuarantineSuperseded)]
         if statuses:  # the URL status store (crawlhub.revisit), after the items: one bulk write per flush
             checks = [s for s in statuses if isinstance(s, GoneCheck)]
             counts["status_updates"] += StatusStore(self.db[self.status_collection]).write(
@@ -450,6 +470,10 @@ class MongoPipeline:
                 "source_url": doc.get("source_url") or (response.url if response is not None else None),
                 "spider": self.crawler.spider.name if self.crawler.spider else None,
                 "quarantined_at": datetime.now(timezone.utc),
+                # the page's request, to crawl it again once the spider or the site is fixed (crawlhub quarantine requeue)
+                "request": page_request(response),
+                # the page's fetch: a later fetch's records supersede these (QuarantineSuperseded)
+                "lease": response.request.meta.get(LEASE) if response is not None and response.request else None,
             }
         )
         logger.warning(

@@ -64,6 +64,9 @@ class StatusUpdate(_PageNews):
     changed: bool | None  # None: the first fetch (neither)
     items: int | None = None  # the items the page yielded (crawlhub.extensions.quality: the page's baseline)
     broken: str = ""  # why the page's extraction was judged broken ('' = healthy, or not judged)
+    # some of the page's items were quarantined (crawlhub.extensions.quality): they are not in the store, so the page's
+    # validators must not let its next fetch answer 304 (a fixed spider, or `crawlhub quarantine requeue`, reads it whole)
+    degraded: bool = False
     # the record this fetch's revisit came from, when it is under another fingerprint (the fingerprinter reads the
     # request otherwise since it was written: an upgrade, URL_TRACKING_PARAMS): {fp, fetches, changes, unchanged,
     # first_fetch}. The status moves to this fetch's fingerprint, its counts carried on, and that record goes.
@@ -86,11 +89,16 @@ class StatusUpdate(_PageNews):
                 fields["items"] = self.items
             unset = {"etag": "", "last_modified": "", "signature": ""}
         else:
-            if self.status != 304:  # a 304 keeps the stored body's validators and signature
+            unset = {"broken": "", "broken_at": ""}
+            if self.degraded:  # (kept in the record: the next fetch, healthy, clears the page's quarantine records)
+                fields["degraded"] = True
+                unset.update(etag="", last_modified="", signature="")
+            elif self.status != 304:  # a 304 keeps the stored body's validators and signature
                 fields.update(etag=self.etag, last_modified=self.last_modified, signature=self.signature)
             if self.items is not None:
                 fields["items"] = self.items
-            unset = {"broken": "", "broken_at": ""}
+            if not self.degraded:
+                unset["degraded"] = ""
         unset["redirected_to"] = ""  # answered at its own address (again)
         counts = {"fetches": 1}
         if self.changed is not None:
@@ -137,6 +145,20 @@ class Redirected(_PageNews):
         if self.permanent:
             update["$unset"] = {"etag": "", "last_modified": "", "signature": ""}
         return UpdateOne({"_id": self.id}, update)  # (no upsert: a record deleted meanwhile, by a reset, stays gone)
+
+
+@dataclass
+class QuarantineSuperseded:
+    """A page's fetch supersedes the quarantine records of its earlier fetches (another lease's): the quarantine holds
+    what the page's latest extraction could not store, not one copy per revisit, and a page read healthy again leaves
+    none. Recorded when the page's lease ends, after its items and records of this fetch are stored."""
+
+    url: str
+    lease: str
+
+    def clear(self, collection: Collection[dict[str, Any]], spider: str | None) -> int:
+        return int(collection.delete_many({"source_url": self.url, "spider": spider,
+                                           "lease": {"$ne": self.lease}}).deleted_count)
 
 
 @dataclass
@@ -277,6 +299,7 @@ class StatusStore:
         found = self.collection.find({"spider": spider, "next_fetch": when},
                                      {"url": 1, "fp": 1, "domain": 1, "request": 1, "etag": 1, "last_modified": 1,
                                       "signature": 1, "interval": 1, "next_fetch": 1, "items": 1, "broken": 1,
+                                      "degraded": 1,
                                       "fetches": 1, "changes": 1, "unchanged": 1, "first_fetch": 1})
         if since is None:
             found = found.sort("next_fetch", ASCENDING)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from tests.harness import cli, http, start_ui, start_worker, wait_all, wait_for
+from tests.harness import cli, http, run_workers, start_ui, start_worker, wait_all, wait_for
 from tests.sites.shop import shop_pages
 
 SPIDERS = "spiders,tests.sites.spiders"
@@ -215,3 +215,100 @@ def test_quotes_and_quotes_js_fill_one_collection_and_no_author_url_goes_wrong(
     assert {k: d["author_url"] for k, d in after.items()} == before, "the /js/ pages' missing link changed nothing"
     assert all(set(d["spiders"]) == {"quotes", "quotes_js"} for d in after.values()), "both spiders stored them all"
     assert mongo_db.changes.count_documents({"field": "author_url"}) == 0, "no change recorded for author_url"
+
+
+def test_quarantined_items_are_listed_by_reason_and_their_pages_crawled_again_once_the_site_is_fixed(
+        env, site, redis_client, mongo_db, tmp_path):
+    """A one-shot crawl (no revisits) of an https shop whose price markup is broken on two of its pages quarantines
+    those pages' products. `crawlhub quarantine` names them with their reasons; once the site is fixed, `requeue`
+    crawls each of those pages once more (never filtered as seen), the products are stored with their prices and the
+    records go; the pages that were fine are not fetched again, and `purge` clears what is left."""
+    pages = shop_pages(48, 8)  # 6 listing pages of 8 products
+    original = dict(pages)
+    for path in ("/shop/page/2/", "/shop/page/5/"):
+        pages[path] = pages[path].replace('class="woocommerce-Price-amount amount"', 'class="amount-v2"')
+    shop = site(pages, tls=True)
+    env = {**env, "MAX_IDLE_TIME_BEFORE_CLOSE": "2"}
+    redis_client.lpush("scrapeme:start_urls", f"{shop.url}/shop/")
+    run_workers("scrapeme", env, tmp_path, 2)
+    assert mongo_db.products.count_documents({}) == 32 and mongo_db.quarantine.count_documents({}) == 16
+
+    listed = cli(env, "quarantine", "list", "scrapeme", "--limit", "3")
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert len(lines) == 4 and lines[-1].startswith("16 quarantined item(s) of scrapeme; by reason: missing "), lines
+    assert "missing price 16" in lines[-1] and "missing currency 16" in lines[-1], lines
+    assert all("Product" in line and "/shop/page/" in line and "missing price" in line for line in lines[:3]), lines
+    data = json.loads(cli(env, "quarantine", "list", "scrapeme", "--json", "--reason", "PRICE").stdout)
+    assert data["total"] == 16 and len(data["records"]) == 16
+    assert data["by_reason"] == {"missing price": 16, "missing currency": 16}, "every reason of those records"
+    assert cli(env, "quarantine", "list", "scrapeme", "--reason", "missing name").stdout.startswith(
+        "0 quarantined item(s) of scrapeme with a reason containing 'missing name'")
+    one = data["records"][0]
+    shown = json.loads(cli(env, "quarantine", "show", "scrapeme", one["_id"]).stdout)
+    assert shown["request"]["url"] == one["source_url"] and shown["request"]["dont_filter"] is True, shown
+    assert shown["fields"] == {"price": ["missing price"], "currency": ["missing currency"]} and shown["item"]["id"]
+
+    # bad input: said, exit 2 (1: no such record, as `dlq`), nothing done
+    for args, code in ((("requeue", "scrapeme"), 2), (("show", "scrapeme", "not-an-id"), 2),
+                       (("requeue", "scrapeme", one["_id"], "0" * 24), 1), (("show", "scrapeme", "0" * 24), 1)):
+        done = cli(env, "quarantine", *args)
+        assert done.returncode == code and "Traceback" not in done.stderr and done.stderr, (args, done.stderr)
+    assert mongo_db.quarantine.count_documents({}) == 16
+
+    pages.update(original)  # the site is fixed
+    fetched_before = len(shop.hits)
+    done = cli(env, "quarantine", "requeue", "scrapeme", "--reason", "price")
+    assert done.returncode == 0 and "2 page(s) queued again for 16 quarantined item(s)" in done.stdout, done
+    run_workers("scrapeme", env, tmp_path, 1)
+    assert mongo_db.products.count_documents({}) == 48
+    assert all(doc["price"] for doc in mongo_db.products.find()), "stored with their prices"
+    assert mongo_db.quarantine.count_documents({}) == 0
+    again = sorted(hit.path for hit in shop.hits[fetched_before:] if hit.path != "/robots.txt")
+    assert again == ["/shop/page/2/", "/shop/page/5/"], again
+
+    mongo_db.quarantine.insert_many([{"spider": "scrapeme", "reasons": ["missing name"]},
+                                     {"spider": "other", "reasons": ["missing name"]}])
+    assert "deleted 1 quarantine record(s)" in cli(env, "quarantine", "purge", "scrapeme", "--yes").stdout
+    assert mongo_db.quarantine.count_documents({}) == 1, "another spider's records are its own"
+
+
+def test_a_page_with_quarantined_items_is_read_whole_at_its_next_fetch_so_a_fixed_spider_stores_them(
+        env, site, redis_client, mongo_db, tmp_path):
+    """A revisited page that the site answers 304 to while it has not changed: if some of its items were quarantined,
+    they are not in the store, and a fix on the spider's side (here: DEFAULT_CURRENCY for prices shown without a
+    currency) must get them stored. Its validators go with the quarantine, as a broken page's do: its next fetch is a
+    whole GET, parsed by the fixed spider; with them it would answer 304 for as long as the site stays the same.
+    The quarantine holds the page's latest extraction: one record per item however often the page is read, and none
+    once it reads healthy."""
+    pages = shop_pages(24, 8)
+    pages["/shop/page/2/"] = pages["/shop/page/2/"].replace(
+        '<span class="woocommerce-Price-currencySymbol">&pound;</span>', "")
+    shop = site(pages, conditional=True, tls=True)
+    env = {**env, "SPIDER_MODULES": SPIDERS, "MAX_IDLE_TIME_BEFORE_CLOSE": "0", "REFRESH_INTERVAL": "0.3"}
+    redis_client.lpush("t_revisit:start_urls", f"{shop.url}/shop/")
+    first = start_worker("t_revisit", env, tmp_path, "before-the-fix")
+    assert wait_for(lambda: mongo_db.products.count_documents({}) == 16
+                    and mongo_db.quarantine.count_documents({"reasons": "missing currency"}) >= 8, 60)
+    page_two = f"{shop.url}/shop/page/2/"
+    assert wait_for(lambda: mongo_db.url_status.find_one({"url": page_two, "fetches": {"$gte": 3}}), 30), \
+        "page 2 read three times"
+    status = mongo_db.url_status.find_one({"url": page_two})
+    assert not {"etag", "last_modified", "signature"} & set(status) and status.get("degraded"), status
+    assert mongo_db.url_status.find_one({"url": f"{shop.url}/shop/page/3/"}).get("etag"), "a healthy page keeps its own"
+    assert [hit.status for hit in shop.hits if hit.path == "/shop/page/2/"].count(304) == 0
+    assert wait_for(lambda: mongo_db.quarantine.count_documents({}) == 8, 10), \
+        "each read of the page supersedes the records of the one before"
+    first.proc.terminate()
+    wait_all([first], 60)
+    assert mongo_db.quarantine.count_documents({}) == 8
+
+    fixed = start_worker("t_revisit", {**env, "DEFAULT_CURRENCY": "GBP"}, tmp_path, "after-the-fix")
+    assert wait_for(lambda: mongo_db.products.count_documents({}) == 24, 40), \
+        "the page's next fetch was read whole, its products stored"
+    assert {doc["currency"] for doc in mongo_db.products.find()} == {"GBP"}
+    assert wait_for(lambda: mongo_db.quarantine.count_documents({}) == 0, 20), "read healthy: no record of it is left"
+    assert wait_for(lambda: not mongo_db.url_status.find_one({"url": page_two}).get("degraded")
+                    and mongo_db.url_status.find_one({"url": page_two}).get("etag"), 20), "its validators again"
+    fixed.proc.terminate()
+    wait_all([fixed], 60)
