@@ -123,6 +123,19 @@ def page_request(response: Response | None) -> str | None:
         return None
 
 
+def leased_page(response: Response | None) -> dict[str, Any]:
+    """``page`` (the leased request's URL) and ``lease`` of the fetch ``response`` answers; {} for a page not leased."""
+    request = response.request if response is not None else None
+    lease = request.meta.get(LEASE) if request is not None else None
+    if not lease:
+        return {}
+    try:
+        page = json.loads(request.meta[LEASE_PAYLOAD])["url"]  # type: ignore[union-attr]
+    except (KeyError, TypeError, ValueError):
+        page = request.url  # type: ignore[union-attr]
+    return {"page": page, "lease": lease}
+
+
 class MongoWriter:
     """The synchronous part: runs in a thread, knows nothing of Scrapy."""
 
@@ -192,7 +205,7 @@ class MongoWriter:
             counts["refused"] += len(refused)
         superseded = [s for s in statuses or () if isinstance(s, QuarantineSuperseded)]
         if superseded:  # a page's quarantine records of earlier fetches (after this flush's own are in)
-            self._index(self.quarantine, "source_url")
+            self._index(self.quarantine, "page")
             for news in superseded:
                 counts["quarantine_superseded"] += news.clear(self.db[self.quarantine], self.spider)
             statuses = [s for s in statuses or () if not isinstance(s, QuarantineSuperseded)]
@@ -472,8 +485,9 @@ class MongoPipeline:
                 "quarantined_at": datetime.now(timezone.utc),
                 # the page's request, to crawl it again once the spider or the site is fixed (crawlhub quarantine requeue)
                 "request": page_request(response),
-                # the page's fetch: a later fetch's records supersede these (QuarantineSuperseded)
-                "lease": response.request.meta.get(LEASE) if response is not None and response.request else None,
+                # the page as leased (a redirect's target is still its page) and that fetch's lease: a later fetch's
+                # records supersede these (QuarantineSuperseded)
+                **leased_page(response),
             }
         )
         logger.warning(

@@ -157,8 +157,8 @@ class QuarantineSuperseded:
     lease: str
 
     def clear(self, collection: Collection[dict[str, Any]], spider: str | None) -> int:
-        return int(collection.delete_many({"source_url": self.url, "spider": spider,
-                                           "lease": {"$ne": self.lease}}).deleted_count)
+        """``url``: the page as leased (a record's ``page``: the request's URL, a redirect's target or not)."""
+        return int(collection.delete_many({"page": self.url, "spider": spider, "lease": {"$ne": self.lease}}).deleted_count)
 
 
 @dataclass

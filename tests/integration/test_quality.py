@@ -245,6 +245,7 @@ def test_quarantined_items_are_listed_by_reason_and_their_pages_crawled_again_on
     assert cli(env, "quarantine", "list", "scrapeme", "--reason", "missing name").stdout.startswith(
         "0 quarantined item(s) of scrapeme with a reason containing 'missing name'")
     one = data["records"][0]
+    assert one["page"] == one["source_url"] and one["lease"], "the page as leased, and the fetch's lease"
     shown = json.loads(cli(env, "quarantine", "show", "scrapeme", one["_id"]).stdout)
     assert shown["request"]["url"] == one["source_url"] and shown["request"]["dont_filter"] is True, shown
     assert shown["fields"] == {"price": ["missing price"], "currency": ["missing currency"]} and shown["item"]["id"]
