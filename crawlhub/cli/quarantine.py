@@ -1,11 +1,10 @@
 """``crawlhub quarantine list|show|requeue|purge``: items that broke their type's contract (ValidatePipeline), or
-that MongoDB refused, kept with every reason in MONGO_QUARANTINE_COLLECTION (docs/quality.md)."""
+that MongoDB refused, kept with every reason in MONGO_QUARANTINE_COLLECTION (docs/quality.md); the logic is in
+crawlhub.monitor.quarantine."""
 
 from __future__ import annotations
 
 import json
-import re
-from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -22,37 +21,15 @@ def group() -> None:
 
 @contextmanager
 def _records() -> Iterator[Any]:
-    """The quarantine collection of the project's database."""
+    """The quarantine collection of the project's database; a bad record id is exit 2."""
+    from crawlhub.monitor.quarantine import NotARecordId
+
     current = settings()
     with mongo_database(current) as db:
-        yield db[current.get("MONGO_QUARANTINE_COLLECTION")]
-
-
-def _query(spider: str, reason: str | None = None, ids: tuple[str, ...] = ()) -> dict[str, Any]:
-    """SPIDER's records: those with a reason containing ``reason`` (any case), or the records ``ids``."""
-    query: dict[str, Any] = {"spider": spider}
-    if reason:
-        query["reasons"] = {"$regex": re.escape(reason), "$options": "i"}
-    if ids:
-        query["_id"] = {"$in": [_object_id(text) for text in ids]}
-    return query
-
-
-def _object_id(text: str) -> Any:
-    from bson import ObjectId
-    from bson.errors import InvalidId
-
-    try:
-        return ObjectId(text)
-    except (InvalidId, TypeError):
-        raise BadInput(f"{text!r} is not a quarantine record's id (24 hex digits, as `crawlhub quarantine list` "
-                       "shows them)") from None
-
-
-def _when(record: dict[str, Any]) -> str:
-    from crawlhub.export import plain
-
-    return str(plain(record.get("quarantined_at")) or "?")[:19].replace("T", " ")
+        try:
+            yield db[current.get("MONGO_QUARANTINE_COLLECTION")]
+        except NotARecordId as exc:
+            raise BadInput(str(exc)) from None
 
 
 reason_option = click.option("--reason", help="Only records with a reason containing this (any case): 'missing price'.")
@@ -66,24 +43,20 @@ reason_option = click.option("--reason", help="Only records with a reason contai
 def list_(spider: str, reason: str | None, limit: int, as_json: bool) -> None:
     """SPIDER's quarantined items, newest first (id, time, item type, page, reasons), and how many there are by
     reason."""
-    from crawlhub.export import plain
+    from crawlhub.monitor.quarantine import summary
 
-    query = _query(spider, reason)
     with _records() as records:
-        shown = list(records.find(query).sort("quarantined_at", -1).limit(max(0, limit)))
-        by_reason = Counter(why for record in records.find(query, {"reasons": 1}) for why in record.get("reasons") or [])
-        total = records.count_documents(query)
+        data = summary(records, spider, reason, limit)
     if as_json:
-        click.echo(json.dumps({"spider": spider, "total": total, "by_reason": dict(by_reason.most_common()),
-                               "records": [plain(record) for record in shown]}, indent=2, ensure_ascii=False))
+        click.echo(json.dumps(data, indent=2, ensure_ascii=False))
         return
-    for record in shown:
-        reasons = "; ".join(record.get("reasons") or [])
-        click.echo(f"{record['_id']}  {_when(record)}  {record.get('item_type') or record.get('collection')}  "
-                   f"{record.get('source_url') or '(no page)'}  {reasons[:200]}")
+    for record in data["records"]:
+        when = str(record.get("quarantined_at") or "?")[:19].replace("T", " ")
+        click.echo(f"{record['_id']}  {when}  {record.get('item_type') or record.get('collection')}  "
+                   f"{record.get('source_url') or '(no page)'}  {'; '.join(record.get('reasons') or [])[:200]}")
     matching = f" with a reason containing {reason!r}" if reason else ""
-    counts = ", ".join(f"{why} {n}" for why, n in by_reason.most_common(10))
-    click.echo(f"{total} quarantined item(s) of {spider}{matching}" + (f"; by reason: {counts}" if counts else ""))
+    counts = ", ".join(f"{why} {n}" for why, n in list(data["by_reason"].items())[:10])
+    click.echo(f"{data['total']} quarantined item(s) of {spider}{matching}" + (f"; by reason: {counts}" if counts else ""))
 
 
 @group.command("show")
@@ -93,9 +66,10 @@ def show(spider: str, record_id: str) -> None:
     """The whole record RECORD_ID (from `crawlhub quarantine list`): the item, every reason per field, its page and
     the page's request."""
     from crawlhub.export import plain
+    from crawlhub.monitor.quarantine import object_id
 
     with _records() as records:
-        record = records.find_one({"_id": _object_id(record_id), "spider": spider})
+        record = records.find_one({"_id": object_id(record_id), "spider": spider})
     if record is None:
         raise click.ClickException(f"no quarantine record {record_id} of {spider} (`crawlhub quarantine list {spider}`)")
     record = plain(record)
@@ -113,31 +87,21 @@ def requeue(spider: str, record_ids: tuple[str, ...], reason: str | None, everyt
     """Crawl the pages of quarantined items again (once the spider or the site is fixed), each page once, and remove
     their records: a page still broken quarantines its items again. Records without their page's request (MongoDB
     refused the item, or it was quarantined before records kept one) are left."""
-    from crawlhub.frontier import control
+    from crawlhub.monitor.quarantine import query
+    from crawlhub.monitor.quarantine import requeue as requeue_pages
 
     if not (record_ids or reason or everything):
         raise click.UsageError("say which records: RECORD_IDS (see `crawlhub quarantine list`), --reason TEXT or --all")
-    query = _query(spider, reason, record_ids)
     with _records() as records:
-        found = list(records.find(query, {"request": 1, "source_url": 1}))
-        if record_ids and len(found) < len(set(record_ids)):
-            missing = sorted(set(record_ids) - {str(record["_id"]) for record in found})
-            raise click.ClickException(f"no quarantine record {', '.join(missing)} of {spider}; nothing was queued")
-        pages: dict[str, str] = {}  # a page's request, once per URL
-        for record in found:
-            if record.get("request"):
-                pages.setdefault(json.loads(record["request"]).get("url", ""), record["request"])
-        if pages:
-            server = connect()
-            spider_keys = keys(spider, server)
-            for url, request in pages.items():  # queued first, then the records removed: a crash leaves a record
-                control.requeue(server, spider_keys, request, url)
-            records.delete_many({"_id": {"$in": [record["_id"] for record in found if record.get("request")]}})
-    kept = sum(1 for record in found if not record.get("request"))
-    click.echo(f"{len(pages)} page(s) queued again for {len(found) - kept} quarantined item(s) of {spider}; "
+        query(spider, reason, record_ids)  # a bad id is said before Redis is asked
+        server = connect()
+        done = requeue_pages(records, server, keys(spider, server), spider, reason, record_ids, everything)
+    if done.missing:
+        raise click.ClickException(f"no quarantine record {', '.join(done.missing)} of {spider}; nothing was queued")
+    click.echo(f"{len(done.pages)} page(s) queued again for {done.items} quarantined item(s) of {spider}; "
                "their records removed (a page still broken quarantines its items again)")
-    if kept:
-        click.echo(f"{kept} record(s) without their page's request left as they are (refused by MongoDB, or "
+    if done.kept:
+        click.echo(f"{done.kept} record(s) without their page's request left as they are (refused by MongoDB, or "
                    f"quarantined before records kept it): `crawlhub seed {spider}` their source_url to crawl them")
 
 
@@ -147,10 +111,12 @@ def requeue(spider: str, record_ids: tuple[str, ...], reason: str | None, everyt
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 def purge(spider: str, reason: str | None, yes: bool) -> None:
     """Delete SPIDER's quarantine records (those with a reason containing --reason only)."""
-    query = _query(spider, reason)
+    from crawlhub.monitor.quarantine import purge as delete
+    from crawlhub.monitor.quarantine import query
+
     with _records() as records:
-        count = records.count_documents(query)
+        count = records.count_documents(query(spider, reason))
         if not yes:
             click.confirm(f"Delete {count} quarantine record(s) of {spider} in {records.name}?", abort=True)
-        deleted = records.delete_many(query).deleted_count
+        deleted = delete(records, spider, reason)
     click.echo(f"deleted {deleted} quarantine record(s)")

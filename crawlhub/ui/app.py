@@ -38,6 +38,7 @@ from crawlhub.addon import known_spiders
 from crawlhub.frontier import control
 from crawlhub.frontier.keys import Keys
 from crawlhub.frontier.partitions import frontier_keys
+from crawlhub.monitor import quarantine
 from crawlhub.monitor.auditlog import read_log
 from crawlhub.monitor.report import chart_parts, report_series
 from crawlhub.monitor.status import cluster_status, has_frontier, item_counts, worker_rows
@@ -213,6 +214,26 @@ class Dashboard:
         logger.info("crawlhub ui: %d dead letter(s) of %s requeued", len(done), spider)
         return {"spider": spider, "requeued": len(done), "urls": done}
 
+    def quarantined(self, spider: str, limit: int = 200) -> dict[str, Any]:
+        """The spider's quarantine (crawlhub.monitor.quarantine.summary) as the page's lists have it: ``entries``."""
+        data = quarantine.summary(self._quarantine(), spider, limit=limit)
+        data["entries"] = [{"id": r["_id"], "page": r.get("source_url"), "item_type": r.get("item_type"),
+                            "reasons": r.get("reasons") or [], "at": r.get("quarantined_at"),
+                            "requeueable": bool(r.get("request"))} for r in data.pop("records")]
+        return data
+
+    def requeue_quarantined(self, spider: str, ids: list[str] | None) -> dict[str, Any]:
+        done = quarantine.requeue(self._quarantine(), self.server, self.keys(spider), spider, ids=ids or (),
+                                  everything=ids is None)
+        logger.info("crawlhub ui: %d page(s) of %s queued again for %d quarantined item(s)", len(done.pages), spider,
+                    done.items)
+        return {"spider": spider, "requeued": done.items, "pages": done.pages, "kept": done.kept, "missing": done.missing}
+
+    def _quarantine(self) -> Any:
+        if self.mongo is None:
+            raise LookupError("MongoDB is not configured for the UI")
+        return self.mongo[self.settings.get("MONGO_DATABASE")][self.settings.get("MONGO_QUARANTINE_COLLECTION")]
+
     def bad_seeds(self, spider: str, limit: int = 200) -> dict[str, Any]:
         found = control.bad_seeds(self.server, self.keys(spider))
         rows = [{"id": control.entry_id(raw), "seed": record.get("seed", ""), "reason": record.get("reason", ""),
@@ -380,6 +401,8 @@ def make_app(dashboard: Dashboard, token: str | None) -> web.Application:
         web.post("/api/spiders/{spider}/resume", action(dashboard.resume)),
         web.get("/api/spiders/{spider}/dlq", listing(dashboard.dead_letters)),
         web.post("/api/spiders/{spider}/dlq/requeue", action(dashboard.requeue_dead_letters)),
+        web.get("/api/spiders/{spider}/quarantine", listing(dashboard.quarantined)),
+        web.post("/api/spiders/{spider}/quarantine/requeue", action(dashboard.requeue_quarantined)),
         web.get("/api/spiders/{spider}/bad-seeds", listing(dashboard.bad_seeds)),
         web.post("/api/spiders/{spider}/bad-seeds/requeue", action(dashboard.requeue_bad_seeds)),
     ])

@@ -250,6 +250,19 @@ def test_quarantined_items_are_listed_by_reason_and_their_pages_crawled_again_on
     assert shown["request"]["url"] == one["source_url"] and shown["request"]["dont_filter"] is True, shown
     assert shown["fields"] == {"price": ["missing price"], "currency": ["missing currency"]} and shown["item"]["id"]
 
+    # the web UI's list (the "quarantined" card opens it)
+    ui, url = start_ui(env, tmp_path)
+    code, _, body = http(f"{url}/api/spiders/scrapeme/quarantine")
+    listing = json.loads(body)
+    assert code == 200 and listing["total"] == 16 and len(listing["entries"]) == 16, body[:500]
+    assert {e["id"] for e in listing["entries"]} == {r["_id"] for r in data["records"]}
+    assert all(e["requeueable"] and e["reasons"] == ["missing price", "missing currency"] for e in listing["entries"])
+    change = {"X-Crawlhub": "1"}
+    code, _, body = http(f"{url}/api/spiders/scrapeme/quarantine/requeue", {"ids": [one["_id"], "0" * 24]}, change)
+    assert code == 200 and json.loads(body)["missing"] == ["0" * 24] and json.loads(body)["requeued"] == 0, body
+    assert mongo_db.quarantine.count_documents({}) == 16, "an id that is not its record: nothing done"
+    ui.proc.terminate()
+
     # bad input: said, exit 2 (1: no such record, as `dlq`), nothing done
     for args, code in ((("requeue", "scrapeme"), 2), (("show", "scrapeme", "not-an-id"), 2),
                        (("requeue", "scrapeme", one["_id"], "0" * 24), 1), (("show", "scrapeme", "0" * 24), 1)):

@@ -145,6 +145,9 @@ const LISTS = {
                        new Date(e.last_attempt * 1000).toLocaleString()]},
   "bad-seeds": {title: "Bad seeds", path: "bad-seeds", head: ["seed", "reason", "when", ""],
                 cells: (e) => [e.seed, e.reason, e.at ? new Date(e.at * 1000).toLocaleString() : ""]},
+  quarantine: {title: "Quarantined items", path: "quarantine", head: ["page", "item", "reasons", "when", ""],
+               cells: (e) => [e.page || "", e.item_type || "", e.reasons.join("; "),
+                              e.at ? new Date(e.at).toLocaleString() : ""]},
 };
 
 async function openList(kind) {
@@ -189,6 +192,7 @@ async function start() {
   $("resume").addEventListener("click", () => steer("resume"));
   $("open-dlq").addEventListener("click", (event) => { event.preventDefault(); openList("dlq"); });
   $("open-bad-seeds").addEventListener("click", (event) => { event.preventDefault(); openList("bad-seeds"); });
+  $("open-quarantine").addEventListener("click", (event) => { event.preventDefault(); openList("quarantine"); });
   $("requeue-all").addEventListener("click", () => requeue({all: true}));
   $("close-list").addEventListener("click", () => $("list-dialog").close());
   $("spider").addEventListener("change", (event) => watch(event.target.value));
