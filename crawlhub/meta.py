@@ -8,6 +8,7 @@ chosen proxy's address and credentials among them).
 from __future__ import annotations
 
 import json
+from typing import Any
 
 # the prefix of crawlhub's own keys, set by its components (a key a spider sets, such as ``revisit`` or ``rung``, has
 # none): a seed may not carry them (crawlhub.seeds)
@@ -87,7 +88,12 @@ NOT_STORED = (*PARENT_ONLY, ROBOTS_WAITS, RESLOT, SLOT_TAKEN, SAME_PAGE, "redire
 def stored_request(payload: bytes | str) -> str:
     """A leased request's JSON (:data:`LEASE_PAYLOAD`) as a store keeps it to queue the page again: no per-fetch meta,
     and never filtered as a duplicate (the page was crawled)."""
-    data = json.loads(payload)
+    return json.dumps(stored_request_data(payload), separators=(",", ":"), ensure_ascii=False)
+
+
+def stored_request_data(payload: bytes | str) -> dict[str, Any]:
+    """:func:`stored_request`, as data."""
+    data: dict[str, Any] = json.loads(payload)
     request_meta = data.get("meta") or {}
     for key in NOT_STORED:
         request_meta.pop(key, None)
@@ -96,4 +102,4 @@ def stored_request(payload: bytes | str) -> str:
     else:
         data.pop("meta", None)
     data["dont_filter"] = True
-    return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    return data

@@ -76,7 +76,7 @@ from crawlhub.items import (
     is_empty,
     item_meta,
 )
-from crawlhub.meta import LEASE, LEASE_PAYLOAD, stored_request
+from crawlhub.meta import LEASE, LEASE_PAYLOAD, stored_request_data
 from crawlhub.revisit.policy import RevisitPolicy
 from crawlhub.revisit.store import GoneCheck, QuarantineSuperseded, StatusStore
 
@@ -111,29 +111,20 @@ DELTA_FIELDS = ("changed_at", "gone_at", "gone_due")
 UNSEEN = {"gone_at": "", "missing_since": "", "gone_due": ""}
 
 
-def page_request(response: Response | None) -> str | None:
-    """The JSON of the leased request whose page ``response`` is (the page a redirect led to is the same lease's), as
-    the frontier queues it again; None for a page the frontier did not lease."""
-    payload = response.request.meta.get(LEASE_PAYLOAD) if response is not None and response.request else None
-    if not payload:
-        return None
-    try:
-        return stored_request(payload)
-    except ValueError:  # not JSON: the frontier never leases such a request, so nothing to queue again
-        return None
-
-
 def leased_page(response: Response | None) -> dict[str, Any]:
-    """``page`` (the leased request's URL) and ``lease`` of the fetch ``response`` answers; {} for a page not leased."""
+    """What a quarantine record keeps of the fetch ``response`` answers: ``request`` (the leased request's JSON as the
+    frontier queues it again, ``crawlhub quarantine requeue``), ``page`` (its URL: a redirect's target is still its
+    page) and ``lease``; {} for a page the frontier did not lease."""
     request = response.request if response is not None else None
     lease = request.meta.get(LEASE) if request is not None else None
-    if not lease:
+    if request is None or not lease:
         return {}
     try:
-        page = json.loads(request.meta[LEASE_PAYLOAD])["url"]  # type: ignore[union-attr]
-    except (KeyError, TypeError, ValueError):
-        page = request.url  # type: ignore[union-attr]
-    return {"page": page, "lease": lease}
+        stored = stored_request_data(request.meta[LEASE_PAYLOAD])
+    except (KeyError, TypeError, ValueError):  # no payload, or not JSON: nothing to queue again
+        return {"request": None, "page": request.url, "lease": lease}
+    return {"request": json.dumps(stored, separators=(",", ":"), ensure_ascii=False),
+            "page": stored.get("url") or request.url, "lease": lease}
 
 
 class MongoWriter:
@@ -483,10 +474,9 @@ class MongoPipeline:
                 "source_url": doc.get("source_url") or (response.url if response is not None else None),
                 "spider": self.crawler.spider.name if self.crawler.spider else None,
                 "quarantined_at": datetime.now(timezone.utc),
-                # the page's request, to crawl it again once the spider or the site is fixed (crawlhub quarantine requeue)
-                "request": page_request(response),
-                # the page as leased (a redirect's target is still its page) and that fetch's lease: a later fetch's
-                # records supersede these (QuarantineSuperseded)
+                # the page's request, to crawl it again once the spider or the site is fixed (crawlhub quarantine
+                # requeue), the page as leased and that fetch's lease: a later fetch's records supersede these
+                # (QuarantineSuperseded)
                 **leased_page(response),
             }
         )
