@@ -14,11 +14,12 @@ TEST_JOBS ?= 6
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 STAMP := $(VENV)/.installed
 
-.PHONY: help setup sysdeps venv bytecode browser lint demo test durations services-up services-down services-status clean
+.PHONY: help setup sysdeps venv bytecode browser lint docs demo test durations services-up services-down services-status clean
 
 help:
 	@echo "make demo    install what is missing, run $(WORKERS) workers on a local demo shop, print what was stored"
 	@echo "make test    install what is missing, run the whole test suite"
+	@echo "make docs    build the docs site (docs/, mkdocs.yml) into .crawlhub/site; a broken link fails it"
 	@echo "make durations  time each integration test again (tests/durations.json: the longest start first)"
 	@echo "make services-up|services-down|services-status   the embedded Redis and MongoDB-wire servers"
 
@@ -85,15 +86,21 @@ browser: venv
 
 # ruff; mypy (strict, all of crawlhub/); import-linter: the layers and rules of pyproject.toml
 lint: venv
-	$(PY) -m ruff check crawlhub spiders tests bench demo
+	$(PY) -m ruff check crawlhub spiders tests bench demo docs/hooks
 	$(PY) -m mypy
 	$(VENV)/bin/lint-imports
+
+# The docs site (mkdocs.yml: MkDocs with Material) into .crawlhub/site, warnings as errors: a broken link or
+# anchor, or a page left out of the nav, fails it (and `make test`). docs/settings.md is generated from
+# crawlhub/default_settings.py (docs/hooks/settings_reference.py). No network: `mkdocs serve` to read it locally.
+docs: venv
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 # unit tests first (seconds: no servers, no processes), then the integration tests in parallel, longest first and
 # one at a time to each process (tests/conftest.py: tests/durations.json), then the few whose assertions are
 # timings (marker `alone`) one by one after them: no parallel test waits at their gate
 # (exit code 5: a PYTEST_ARGS filter left none of a group)
-test: setup bytecode browser lint
+test: setup bytecode browser lint docs
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS) || [ $$? = 5 ]
 	$(PY) -m pytest -n $(TEST_JOBS) --maxschedchunk 1 -m "not alone" tests/integration $(PYTEST_ARGS) || [ $$? = 5 ]
 	$(PY) -m pytest -m alone tests/integration $(PYTEST_ARGS) || [ $$? = 5 ]

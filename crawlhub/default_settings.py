@@ -5,7 +5,14 @@
 environment: each name below can be overridden by an environment variable of
 the same name (``REDIS_URL=redis://10.0.0.5:6379/0 scrapy crawl scrapeme``),
 read as the default's type. ``-s NAME=VALUE`` on the command line wins over
-both. The README's configuration table lists them all.
+both.
+
+This module is the settings reference: docs/settings.md is generated from it
+(docs/hooks/settings_reference.py) when the docs are built. The comment right
+above a setting is its documentation (settings right below it with no comment
+of their own share it), a ``# --- Title ---`` line starts a section, and
+``user_settings`` names the few a spider or a deployment sets, shown first.
+A setting's anchor there is its name in lower case: ``settings.md#domain_rate``.
 
 Two settings are read before any add-on runs, so a project sets them itself
 (crawlhub's own settings.py does): ``COMMANDS_MODULE = "crawlhub.commands"``
@@ -16,11 +23,39 @@ off the shared frontier) and, for ``scrapy genspider -t crawlhub``,
 
 from typing import Any
 
+# The settings users set (the few a spider or a deployment needs), in the order the reference shows them,
+# with a line each; every other setting tunes crawlhub's internals. Not a setting: the add-on and Scrapy take
+# every name that str.isupper() accepts ("_USER_SETTINGS" too), so this one is lower case.
+user_settings = {
+    "REDIS_URL": "the Redis of the shared frontier; empty = the embedded one",
+    "MONGO_URI": "the MongoDB items are stored in; empty = the embedded one",
+    "MONGO_DATABASE": "the database of the items",
+    "CRAWLHUB_HOME": "where the embedded servers keep their data",
+    "USER_AGENT": "the name your crawler gives the sites",
+    "ROBOTSTXT_OBEY": "obey robots.txt",
+    "CONCURRENT_REQUESTS": "downloads at once, per worker",
+    "DOMAIN_RATE": "requests per second to one domain, whole cluster",
+    "DOMAIN_CONCURRENCY": "downloads at once from one domain, whole cluster",
+    "DOMAIN_LIMITS": "per-domain rates and caps",
+    "RETRY_TIMES": "retries before a page goes to the dead-letter list",
+    "CRAWL_BUDGET": "pages the whole cluster may fetch for a spider",
+    "BROWSER_ENABLED": "headless Chromium for every spider",
+    "CHROMIUM_PATH": "the Chromium to launch",
+    "PROXY_POOLS": "proxies, by pool",
+    "PROXY_FILE": "proxies, from a file",
+    "FRONTIER_PARTITIONS": "partitions of the frontier (Redis Cluster)",
+    "METRICS_PORT": "a worker's Prometheus metrics port",
+    "QUALITY_WEBHOOK_URL": "where data-quality events are posted",
+    "LOG_LEVEL": "Scrapy's log level",
+}
+
+# --- Joining the cluster ---------------------------------------------------
 # False: this process does not join the shared frontier (Scrapy's in-memory
 # scheduler, no seeds, no worker record, no cluster stats); the shell, check,
 # parse, fetch and view commands set it.
 CRAWLHUB_SHARED = True
 # --- Services -------------------------------------------------------------
+# The Redis of the shared frontier: redis://[:password@]host:port/db (rediss:// for TLS).
 # Unset (empty) = the embedded local servers under CRAWLHUB_HOME, started on
 # first use and shared by every worker on this machine.
 REDIS_URL = ""
@@ -34,7 +69,9 @@ REDIS_CLUSTER_NODES = ""
 REDIS_RETRIES = 10
 # Extra redis-py client options (JSON object in the environment).
 REDIS_PARAMS: dict[str, Any] = {}
+# MongoDB for items: mongodb://[user:password@]host:port/; unset (empty) = the embedded MongoDB-wire server.
 MONGO_URI = ""
+# The database crawlhub's collections are in.
 MONGO_DATABASE = "crawlhub"
 # Where the embedded servers keep their data; empty = <project>/.crawlhub
 CRAWLHUB_HOME = ""
@@ -44,6 +81,8 @@ EMBEDDED_REDIS_PORT = 6379
 EMBEDDED_MONGO_PORT = 27017
 
 # --- Frontier (scrapy-redis, JSON-serialized, shared by every worker) ------
+# The shared frontier, as Scrapy's scheduler and duplicate filter (scrapy-redis' own classes named here become
+# these: crawlhub.habits).
 SCHEDULER = "crawlhub.frontier.scheduler.RedisScheduler"
 DUPEFILTER_CLASS = "crawlhub.frontier.dupefilter.RedisDupeFilter"
 # Scrapy's fingerprint, the URL read without URL_TRACKING_PARAMS (crawlhub.fingerprint): a page linked with
@@ -55,6 +94,7 @@ URL_TRACKING_PARAMS = [
     "utm_*", "gclid", "gclsrc", "dclid", "gbraid", "wbraid", "fbclid", "msclkid", "twclid", "ttclid", "yclid",
     "igshid", "mc_cid", "mc_eid", "_ga", "_gl", "_hsenc", "_hsmi", "mkt_tok", "jsessionid", "phpsessid",
 ]
+# Key prefixes of a spider's shared request queue and duplicate filter in Redis (docs/redis-keys.md).
 SCHEDULER_QUEUE_KEY = "%(spider)s:requests"
 SCHEDULER_DUPEFILTER_KEY = "%(spider)s:dupefilter"
 # A worker never wipes the shared queue or dupefilter when it closes; only
@@ -164,6 +204,7 @@ LEASE_RECLAIM_INTERVAL = 5.0
 LEASE_MAX_EXPIRIES = 5
 # Retries after the first attempt (Scrapy's setting), then <spider>:dlq.
 RETRY_TIMES = 2
+# Statuses that are retried (HTTP_GONE_CODES never are).
 RETRY_HTTP_CODES = [500, 502, 503, 504, 522, 524, 408, 429]
 # Answers that say the page is gone: not retried, counted per domain (permanent_failures), the lease
 # acked (a revisited page's items are marked gone). Any other error status (400 or more) that is not
@@ -179,9 +220,11 @@ RETRY_BACKOFF_MAX = 60.0
 CRAWL_BUDGET = 0
 
 # --- Seeds ----------------------------------------------------------------
+# Where a spider's seeds are read (a spider's `redis_key` wins).
 REDIS_START_URLS_KEY = "%(name)s:start_urls"
 # Seeds read per idle tick; 0 = CONCURRENT_REQUESTS.
 SEED_BATCH_SIZE = 0
+# Larger seeds are refused, set aside in <spider>:bad_seeds, which keeps the last BAD_SEEDS_MAX.
 SEED_MAX_BYTES = 8192
 BAD_SEEDS_MAX = 10000
 # Seconds a worker waits with no seeds and an empty shared queue before it
@@ -192,6 +235,7 @@ MAX_IDLE_TIME_BEFORE_CLOSE = 0
 STATUS_DONE_AFTER = 30.0
 
 # --- Data quality (docs/quality.md) ---------------------------------------
+# Judge every page fetched again and keep a broken extraction from damaging what is stored.
 QUALITY_ENABLED = True
 # A page fetched again that yields less than this share of the items of its last healthy fetch is broken:
 # its items are not marked gone, it stays due, `crawlhub quality` shows it.
@@ -223,10 +267,13 @@ QUALITY_SCORE_MIN = 0.0
 # "" = off. Set it in the environment: it is a secret (only its host is logged).
 QUALITY_WEBHOOK_URL = ""
 QUALITY_WEBHOOK_FORMAT = "json"
+# Seconds per POST; a failed one (no answer, a 5xx or a 429) is tried again after 1, 2, 4... seconds,
+# QUALITY_WEBHOOK_RETRIES times, then logged as lost (the event stays in Redis).
 QUALITY_WEBHOOK_TIMEOUT = 10.0
 QUALITY_WEBHOOK_RETRIES = 3
 
 # --- Workers --------------------------------------------------------------
+# Seconds between a worker's records in <spider>:workers (its heartbeat).
 WORKER_HEARTBEAT_INTERVAL = 5.0
 # A running worker whose last heartbeat is older than this is shown dead; 0 = 3 heartbeats.
 WORKER_DEAD_AFTER = 0.0
@@ -244,6 +291,8 @@ AUDIT_LOG_MAXLEN = 100000
 # Prometheus metrics of this worker on http://METRICS_ADDRESS:METRICS_PORT/metrics; 0 = off.
 METRICS_PORT = 0
 METRICS_ADDRESS = "0.0.0.0"
+
+# --- Components: crawlhub's extensions and middlewares (a project's own are merged in) ---
 EXTENSIONS = {
     "crawlhub.extensions.workers.WorkerRegistry": 500,
     # continuous crawling: one worker at a time queues the pages that are due (crawlhub.revisit)
@@ -282,6 +331,9 @@ DOWNLOADER_MIDDLEWARES = {
     "scrapy.downloadermiddlewares.redirect.RedirectMiddleware": None,
     "crawlhub.downloadermiddlewares.redirect.FrontierMetaRefreshMiddleware": 580,
     "crawlhub.downloadermiddlewares.redirect.FrontierRedirectMiddleware": 600,
+    # Scrapy's cookies, the public-suffix check on tldextract's bundled list: a worker needs no internet
+    "scrapy.downloadermiddlewares.cookies.CookiesMiddleware": None,
+    "crawlhub.downloadermiddlewares.cookies.OfflineCookiesMiddleware": 700,
     # sees a proxied answer before retries do: a ban switches proxy, not an attempt
     "crawlhub.downloadermiddlewares.proxy.ProxyBanMiddleware": 900,
     # a blocked answer (a 403, a ban marker) below the top rung climbs the ladder: a site that refuses how
@@ -315,6 +367,7 @@ USER_AGENT = "crawlhub/0.1"
 ROBOTSTXT_OBEY = True
 # The name matched against robots.txt's User-agent lines; empty = USER_AGENT.
 ROBOTSTXT_USER_AGENT = ""
+# Seconds a fetched robots.txt is kept, and seconds an origin's requests wait after a 5xx or a 429 for it.
 ROBOTSTXT_TTL = 86400
 ROBOTSTXT_ERROR_RETRY = 600
 # An origin that gives no answer at all (connection refused, a name that does not resolve, a timeout,
@@ -323,13 +376,18 @@ ROBOTSTXT_ERROR_RETRY = 600
 ROBOTSTXT_UNREACHABLE_RETRY = 60
 # Times a request waits for an unavailable robots.txt before it goes to the DLQ with the reason.
 ROBOTSTXT_UNAVAILABLE_MAX_WAITS = 3
+# Seconds to fetch robots.txt.
 ROBOTSTXT_TIMEOUT = 10
 # Larger robots.txt files are cut here (Google reads 500 KiB).
 ROBOTSTXT_MAX_BYTES = 512000
+# Downloads at once per worker; 1 or more (Scrapy's 0, no limit, is refused: the frontier leases the
+# downloader's free slots).
 CONCURRENT_REQUESTS = 16
 # Per worker; the cluster-wide cap per domain is DOMAIN_CONCURRENCY.
 CONCURRENT_REQUESTS_PER_DOMAIN = 16
+# Seconds between requests to a domain, per worker, on top of DOMAIN_RATE (leave it at 0).
 DOWNLOAD_DELAY = 0.0
+# Seconds a download may take.
 DOWNLOAD_TIMEOUT = 30
 # A larger answer is cancelled and its request goes to the DLQ with the reason (Scrapy's default, 1 GiB,
 # would hold a worker's memory on one file); over DOWNLOAD_WARNSIZE the log says so.
@@ -338,11 +396,15 @@ DOWNLOAD_WARNSIZE = 8 * 1024 * 1024
 # Verify TLS certificates, for plain downloads and browser pages alike. False is Scrapy's own
 # default (an https site with a self-signed or expired certificate is crawled); True refuses such sites.
 TLS_VERIFY = False
+# Scrapy's depth limit: links more than this many hops from a seed are not followed; 0 = none.
 DEPTH_LIMIT = 0
 # Depth limit of the `generic` spider when DEPTH_LIMIT is not set explicitly.
 GENERIC_DEPTH_LIMIT = 3
+# The asyncio reactor: crawlhub's download handlers (browser, impersonate) run on asyncio.
 TWISTED_REACTOR = "twisted.internet.asyncioreactor.AsyncioSelectorReactor"
+# Feeds and `crawlhub export` write UTF-8 text.
 FEED_EXPORT_ENCODING = "utf-8"
+# Scrapy's log level: DEBUG, INFO, WARNING, ERROR.
 LOG_LEVEL = "INFO"
 # Scrapy's log lines; crawlhub's also notes an unhandled download failure (one raised in a downloader
 # middleware's process_response included) on its request, for the dead letter's reason.
@@ -467,6 +529,7 @@ PROXY_MAX_SWITCHES = 5
 PROXY_STATE_REFRESH = 1.0
 
 # --- Items ----------------------------------------------------------------
+# Clean, validate, drop a page's duplicates, store in MongoDB (a project's own pipelines are merged in).
 ITEM_PIPELINES = {
     "crawlhub.pipelines.clean.CleanPipeline": 100,
     "crawlhub.pipelines.validate.ValidatePipeline": 200,
@@ -489,6 +552,7 @@ DEFAULT_CURRENCY = ""
 # Bulk upserts are flushed at this many items or this many seconds.
 MONGO_BATCH_SIZE = 100
 MONGO_FLUSH_INTERVAL = 2.0
+# Where items that ValidatePipeline rejected or MongoDB refused are kept, with every reason (docs/quality.md).
 MONGO_QUARANTINE_COLLECTION = "quarantine"
 # Flush tries at close, within MONGO_CLOSE_TIMEOUT seconds in all, before unsaved items go
 # to CRAWLHUB_HOME/unsaved/ (deploy/ gives a worker 60 s to stop: it must be done well before)
@@ -496,13 +560,14 @@ MONGO_CLOSE_RETRIES = 5
 MONGO_CLOSE_TIMEOUT = 20.0
 # Items buffered while MongoDB is down before the worker waits for it.
 MONGO_BUFFER_MAX = 1000
+# Milliseconds pymongo looks for a server before a call fails.
 MONGO_SERVER_SELECTION_TIMEOUT_MS = 10000
 # `scrapy crawl` checks that MONGO_URI answers before it fetches anything. 0: if it does not, one WARNING line
 # says so and the worker starts anyway (items wait, their pages keep their leases, until MongoDB answers: an
 # outage is ridden through); > 0: wait up to this many seconds, then one line and exit code 2.
 MONGO_STARTUP_WAIT = 0.0
 
-# --- Continuous crawling (a spider's `revisit` / `revisit_rules`; docs/revisit.md) ---
+# --- Continuous crawling: a spider's `revisit` / `revisit_rules` (docs/revisit.md) ---
 # The URL status store: one document per fetched URL of a revisiting spider.
 STATUS_COLLECTION = "url_status"
 # The change history: when a stored item changes, a record per changed field (key, field,
@@ -527,5 +592,6 @@ REFRESH_INTERVAL = 5.0
 REFRESH_BATCH = 500
 REFRESH_LOCK_TTL = 30.0
 
+# --- Set by crawlhub itself --------------------------------------------------
 # The names the environment overrode (names only: some values are secrets); set by the add-on.
 CRAWLHUB_ENV_OVERRIDES: list[str] = []
