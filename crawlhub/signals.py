@@ -42,7 +42,7 @@
     Sent by MongoPipeline after a write that changed stored documents.
     Argument: ``changes``, the write's change history (records of
     ``{collection, key, field, old, new, at, url, spider}``, as stored in
-    MONGO_CHANGES_COLLECTION). QualityMonitor raises its change alerts from
+    CHANGES_COLLECTION). QualityMonitor raises its change alerts from
     them.
 
 ``stats_flushing``

@@ -26,10 +26,10 @@ def test_scrapy_redis_settings_are_translated_or_refused():
     assert plain.getlist("CRAWLHUB_REFUSED") == [] and plain["REDIS_URL"] == ""
 
 
-def test_readme_lists_every_scrapy_redis_setting_and_attribute_crawlhub_knows():
+def test_the_docs_list_every_scrapy_redis_setting_and_attribute_crawlhub_knows():
     from crawlhub.habits import ATTRIBUTES, HONOURED, REFUSED
 
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("### Coming from scrapy-redis", 1)[1].split("\n## ", 1)[0]
+    page = (ROOT / "docs" / "scrapy-redis.md").read_text()
+    section = page.split("# Coming from scrapy-redis", 1)[1].split("\n## ", 1)[0]
     for name in [*HONOURED, *REFUSED, *ATTRIBUTES, "start_urls"]:
         assert f"`{name}`" in section, name

@@ -267,13 +267,15 @@ def test_a_seed_with_an_internationalised_host_follows_its_own_links():
     assert spider.crawler.stats.get_value("follow/offsite_skipped") == 1
 
 
-def test_the_readme_spider_gives_a_book_one_id_from_every_listing_page():
-    """The README's example spider (books.toscrape.com's markup): a book listed on the home page and on a catalogue
-    page, whose hrefs are relative to different directories, is one id and one URL, so one stored document."""
-    readme = (FIXTURES.parent.parent / "README.md").read_text()
+@pytest.mark.parametrize("doc", ["README.md", "docs/spiders.md"])
+def test_the_readme_spider_gives_a_book_one_id_from_every_listing_page(doc):
+    """The example spider of the README and of docs/spiders.md (books.toscrape.com's markup): a book listed on the
+    home page and on a catalogue page, whose hrefs are relative to different directories, is one id and one URL, so
+    one stored document."""
+    readme = (FIXTURES.parent.parent / doc).read_text()
     (source,) = [block for block in re.findall(r"```python\n(.*?)```", readme, flags=re.S) if "article.product_pod" in block]
     namespace: dict = {}
-    exec(compile(source, "README.md", "exec"), namespace)  # noqa: S102 - the project's own README
+    exec(compile(source, doc, "exec"), namespace)  # noqa: S102 - the project's own documentation
     spider = make_spider(namespace["BooksSpider"])
     pod = ('<article class="product_pod"><h3><a href="{href}" title="A Light in the Attic">A Light...</a></h3>'
            '<p class="price_color">£51.77</p></article>')
