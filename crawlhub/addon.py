@@ -34,9 +34,10 @@ from scrapy.crawler import Crawler
 from scrapy.settings import BaseSettings, Settings
 
 from crawlhub import default_settings
-from crawlhub.config import SettingError, apply_env_overrides, check_settings
+from crawlhub.config import SettingError, apply_env_overrides
 from crawlhub.habits import translate
 from crawlhub.roles import BROWSER, IMPERSONATE, IMPERSONATE_HANDLER, declared, is_scrapy_handler
+from crawlhub.settings_check import check_settings
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -178,9 +179,12 @@ class Addon:
     def update_settings(self, settings: BaseSettings) -> None:
         _install(settings, refuse=True)  # again: a crawler built without a CrawlerProcess skipped the hook above
         spidercls = getattr(self.crawler, "spidercls", None)
-        if spidercls is not None:
+        # the spider's and the command line's own in too; before apply_spider reads them, and again after
+        # the spider's crawlhub_settings hook had its say
+        problems = check_settings(settings)
+        if not problems and spidercls is not None:
             apply_spider(settings, spidercls)
-        problems = check_settings(settings)  # the spider's and the command line's own in too
+            problems = check_settings(settings)
         if problems:
             from scrapy.exceptions import UsageError
 

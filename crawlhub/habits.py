@@ -1,5 +1,5 @@
 """scrapy-redis' settings and spider attributes in a crawlhub project: each is honoured, or refused at start
-with one line naming crawlhub's equivalent (README, "Coming from scrapy-redis", lists them from this table).
+with one line naming crawlhub's equivalent (docs/scrapy-redis.md lists them from this table).
 
 A project moved from scrapy-redis keeps working as it was written: its ``SCHEDULER`` and ``DUPEFILTER_CLASS``
 become crawlhub's frontier, ``REDIS_HOST``/``REDIS_PORT`` its Redis, a spider's ``redis_key`` its seeds key. What
@@ -18,7 +18,7 @@ SCRAPY_REDIS_SCHEDULER = "scrapy_redis.scheduler.Scheduler"
 SCRAPY_REDIS_DUPEFILTER = "scrapy_redis.dupefilter.RFPDupeFilter"
 ADDON_PRIORITY = 15  # Scrapy's "addon" priority: crawlhub's defaults; a higher one is the user's
 
-# setting -> what crawlhub does with it (README's table is checked against these names)
+# setting -> what crawlhub does with it (docs/scrapy-redis.md's table is checked against these names)
 HONOURED = {
     "REDIS_URL": "the Redis of the crawl",
     "REDIS_HOST": "with REDIS_PORT, the Redis of the crawl when REDIS_URL is unset",

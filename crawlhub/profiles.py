@@ -51,6 +51,7 @@ DEFAULT_FILE = Path(__file__).parent / "data" / "browser_profiles.json"
 FAMILIES = ("chrome", "edge", "firefox", "safari")
 CHROMIUM = frozenset({"chrome", "edge"})
 OSES = ("windows", "macos", "linux")
+POLICIES = ("rotate", "sticky")  # HEADER_PROFILES_POLICY
 STICKY = keys.PROFILES_STICKY  # hash: sticky key (proxy id or domain) -> profile id
 APPLIED, PROFILE_META = meta.PROFILE_HEADERS, meta.HEADER_PROFILE  # (crawlhub.meta)
 
@@ -229,8 +230,8 @@ class ProfileBook:
     """The profiles a spider may use, and how it picks one."""
 
     def __init__(self, profiles: list[Profile], policy: str = "rotate", rng: random.Random | None = None) -> None:
-        if policy not in ("rotate", "sticky"):
-            raise NotConfigured(f"HEADER_PROFILES_POLICY must be 'rotate' or 'sticky', not {policy!r}")
+        if policy not in POLICIES:
+            raise NotConfigured(f"HEADER_PROFILES_POLICY must be {' or '.join(map(repr, POLICIES))}, not {policy!r}")
         if not profiles:
             raise NotConfigured("no header profile matches HEADER_PROFILES_FAMILIES / HEADER_PROFILES_OS")
         self.profiles = profiles

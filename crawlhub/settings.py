@@ -1,7 +1,7 @@
 """The crawlhub project's Scrapy settings: crawlhub's own spiders on crawlhub's add-on.
 
 Every crawlhub setting, its default and its environment variable come from the
-add-on (:mod:`crawlhub.default_settings`, the README's configuration table);
+add-on (:mod:`crawlhub.default_settings`, docs/settings.md, generated from it);
 any Scrapy project gets the same with ``ADDONS = {"crawlhub.Addon": 0}``.
 """
 

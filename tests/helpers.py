@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from scrapy.http import HtmlResponse, Request
+from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -34,3 +35,14 @@ def run_pipelines(crawler, item, *pipeline_classes):
     for cls in pipeline_classes:
         item = cls.from_crawler(crawler).process_item(item)
     return item
+
+
+def settings_with(environ: dict[str, str] | None = None, **values) -> Settings:
+    """crawlhub's settings with ``environ`` as the environment, then ``values`` as given with ``-s``."""
+    from crawlhub.addon import install
+
+    settings = Settings()
+    install(settings, environ or {})
+    for name, value in values.items():
+        settings.set(name, value, "cmdline")
+    return settings

@@ -13,8 +13,8 @@ from scrapy.settings import Settings
 from crawlhub import services
 from crawlhub._utils.urls import domain_of
 from crawlhub.addon import known_spiders, spider_settings, tool_settings
-from crawlhub.config import check_settings
 from crawlhub.frontier.keys import Keys
+from crawlhub.settings_check import check_settings
 
 if TYPE_CHECKING:
     from pymongo.database import Database
@@ -38,7 +38,8 @@ def settings(spider: str | None = None) -> Settings:
     current = tool_settings()
     if spider is not None:
         current = spider_settings(current, spider)  # type: ignore[assignment]
-    problems = check_settings(current)  # as a worker would refuse them (crawlhub.commands.crawl)
+    # as a worker would refuse them (crawlhub.commands.crawl), less what only a worker imports (its classes, drivers)
+    problems = check_settings(current, imports=False)
     if problems:
         raise BadInput("; ".join(problems))
     return current

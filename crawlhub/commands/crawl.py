@@ -1,8 +1,10 @@
 """`scrapy crawl` that first checks what would make a worker fail at once, or crawl wrongly without a word
 (see crawlhub.commands): each problem is one line on stderr and exit code 2, before anything is fetched.
 
-* the settings read (an environment variable that is not of its setting's type) and are within their ranges
-  (crawlhub.config.check_settings: a FRONTIER_PARTITIONS of -3, a LEASE_TTL of 0);
+* the spider is one of the project's (else its name and the project's spiders);
+* every setting crawlhub reads is one its setting accepts (crawlhub.settings_check: an environment variable
+  that is not of its setting's type, a FRONTIER_PARTITIONS of -3, a LEASE_TTL of 0, a DOMAIN_RATE of "fast"),
+  before Redis is reached or an embedded server started;
 * Redis answers (address, password; a malformed REDIS_URL is named);
 * this worker's duplicate-filter settings are those of the crawl;
 * scrapy-redis settings crawlhub cannot honour (crawlhub.habits);
@@ -21,16 +23,23 @@ from typing import Any
 from scrapy.commands.crawl import Command as _Base
 
 from crawlhub.addon import install, worker_settings
-from crawlhub.config import SettingError, check_settings
+from crawlhub.config import SettingError
 from crawlhub.connection import BadURL, CommandCounter, Unreachable, check_mongo, connect_redis, hand_over
 from crawlhub.frontier.dupefilter import FilterMismatch, make_filter
 from crawlhub.revisit.policy import BadDuration, RevisitPolicy
+from crawlhub.settings_check import check_settings
 
 MONGO_PIPELINE = "crawlhub.pipelines.mongo.MongoPipeline"
 
 
 class Refused(Exception):
-    """A setting crawlhub cannot honour; the message says which and what to use instead."""
+    """A setting crawlhub cannot honour, or a spider the project does not have; the message says which and what
+    to use instead."""
+
+
+def refuse(problems: list[str]) -> None:
+    if problems:
+        raise Refused("\ncrawlhub: ".join(problems))
 
 
 class Command(_Base):
@@ -48,9 +57,12 @@ class Command(_Base):
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         assert self.settings is not None
-        if self.settings.getbool("CRAWLHUB_SHARED", True) and args:
+        if len(args) == 1:  # (none or more: Scrapy's usage error)
             try:
-                self.preflight(args[0])
+                if self.settings.getbool("CRAWLHUB_SHARED", True):
+                    self.preflight(args[0])
+                else:
+                    self.spider_class(args[0])
             except (Unreachable, FilterMismatch, BadURL, BadDuration, Refused) as exc:
                 if self.checked is not None:  # (MongoDB's check failed after Redis's)
                     self.checked[0].close()
@@ -69,16 +81,26 @@ class Command(_Base):
             hand_over(crawler, server, settings, counter)
         return crawler
 
-    def preflight(self, spider_name: str) -> None:
-        assert self.crawler_process is not None and self.settings is not None
+    def spider_class(self, spider_name: str) -> Any:
+        """The project's spider of that name, else :class:`Refused` naming the project's spiders."""
+        assert self.crawler_process is not None
+        loader = self.crawler_process.spider_loader
         try:
-            spidercls = self.crawler_process.spider_loader.load(spider_name)
+            return loader.load(spider_name)
         except KeyError:
-            return  # Scrapy says so itself
+            known = sorted(loader.list())
+            raise Refused(f"unknown spider {spider_name!r}; " + (f"this project's spiders: {', '.join(known)}" if known
+                          else "this project has no spiders (SPIDER_MODULES)")) from None
+
+    def preflight(self, spider_name: str) -> None:
+        assert self.settings is not None
+        spidercls = self.spider_class(spider_name)
+        own = self.settings.copy()  # the spider's, the project's and crawlhub's, before what follows from the spider
+        spidercls.update_settings(own)
+        install(own)
+        refuse(own.getlist("CRAWLHUB_REFUSED") + check_settings(own))
         settings = worker_settings(self.settings, spidercls)  # as the crawl will have them
-        refused = settings.getlist("CRAWLHUB_REFUSED") + check_settings(settings)
-        if refused:
-            raise Refused("\ncrawlhub: ".join(refused))
+        refuse(check_settings(settings))  # (the spider's crawlhub_settings hook may have set some)
         RevisitPolicy.for_spider(spidercls, settings)
         counter = CommandCounter()  # (the crawler's stats, once its scheduler takes the client over)
         server = connect_redis(settings, counter)

@@ -57,6 +57,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+ROTATIONS = ("round_robin", "random", "sticky")  # PROXY_ROTATION
+
 @dataclass
 class DomainState:
     cool: dict[str, float]
@@ -78,8 +80,8 @@ class ProxyMiddleware:
             raise NotConfigured(f"PROXY_TIERS names pools that are not configured: {unknown}; pools: {list(pools)}")
         self.tiers = tiers
         self.rotation = s.get("PROXY_ROTATION") or "round_robin"
-        if self.rotation not in ("round_robin", "random", "sticky"):
-            raise NotConfigured(f"PROXY_ROTATION must be round_robin, random or sticky, not {self.rotation!r}")
+        if self.rotation not in ROTATIONS:
+            raise NotConfigured(f"PROXY_ROTATION must be {', '.join(ROTATIONS[:-1])} or {ROTATIONS[-1]}, not {self.rotation!r}")
         self.ban_codes = {int(c) for c in s.getlist("PROXY_BAN_CODES")}
         self.ban_after = max(1, s.getint("PROXY_BAN_AFTER"))
         self.base = s.getfloat("PROXY_COOLDOWN")

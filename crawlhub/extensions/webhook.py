@@ -33,6 +33,9 @@ from crawlhub import signals as crawlhub_signals
 
 logger = logging.getLogger(__name__)
 
+FORMATS = ("json", "slack")  # QUALITY_WEBHOOK_FORMAT
+SCHEMES = ("http", "https")  # QUALITY_WEBHOOK_URL's
+
 
 def slack_text(event: dict[str, Any]) -> str:
     state = event.get("state", "opened")
@@ -57,11 +60,11 @@ class QualityWebhook:
         self.url = settings.get("QUALITY_WEBHOOK_URL") or ""
         if not self.url:
             raise NotConfigured  # off (the default): nothing to say in the log
-        if urlsplit(self.url).scheme not in ("http", "https"):
+        if urlsplit(self.url).scheme not in SCHEMES:
             raise NotConfigured(f"QUALITY_WEBHOOK_URL is not an http(s) URL (scheme {urlsplit(self.url).scheme!r})")
         self.style = settings.get("QUALITY_WEBHOOK_FORMAT", "json")
-        if self.style not in ("json", "slack"):
-            raise NotConfigured(f"QUALITY_WEBHOOK_FORMAT must be 'json' or 'slack', not {self.style!r}")
+        if self.style not in FORMATS:
+            raise NotConfigured(f"QUALITY_WEBHOOK_FORMAT must be {' or '.join(map(repr, FORMATS))}, not {self.style!r}")
         self.timeout = settings.getfloat("QUALITY_WEBHOOK_TIMEOUT", 10.0)
         self.retries = settings.getint("QUALITY_WEBHOOK_RETRIES", 3)
         self.host = urlsplit(self.url).hostname or "?"  # what the log says of the URL (never the URL: a secret)

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
 MAX_BITMAP_BITS = 2**32  # Redis strings stop at 512 MB
+MODES = ("exact", "bloom")  # DUPEFILTER_MODE
 
 
 class Filter(Protocol):
@@ -171,7 +172,7 @@ def filter_config(server: redis.Redis, settings: BaseSettings) -> dict[str, Any]
         return {"mode": "bloom", "capacity": settings.getint("DUPEFILTER_BLOOM_CAPACITY"),
                 "error_rate": settings.getfloat("DUPEFILTER_BLOOM_ERROR_RATE"),
                 "backend": "redisbloom" if has_redisbloom(server) else "bitmap"}
-    raise ValueError(f"DUPEFILTER_MODE must be 'exact' or 'bloom', not {mode!r}")
+    raise ValueError(f"DUPEFILTER_MODE must be {' or '.join(map(repr, MODES))}, not {mode!r}")
 
 
 def claim_config(server: redis.Redis, key: str, config: dict[str, Any]) -> None:

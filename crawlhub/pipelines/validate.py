@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
 _DECIMAL = re.compile(r"\d+(\.\d+)?")
-_ISO4217 = re.compile(r"[A-Z]{3}")
+ISO4217 = re.compile(r"[A-Z]{3}")  # a currency code (DEFAULT_CURRENCY too)
 
 
 def field_problems(item: Any) -> dict[str, list[str]]:
@@ -49,7 +49,7 @@ def field_problems(item: Any) -> dict[str, list[str]]:
         price, currency = adapter.get(price_field), adapter.get(currency_field)
         if price and not _DECIMAL.fullmatch(str(price)):
             add(price_field, f"{price_field} {str(price)[:50]!r} is not a decimal number")
-        if currency and not _ISO4217.fullmatch(str(currency)):
+        if currency and not ISO4217.fullmatch(str(currency)):
             add(currency_field, f"{currency_field} {str(currency)[:20]!r} is not an ISO 4217 code")
     for name, reasons in schema_found.items():
         if name not in found:

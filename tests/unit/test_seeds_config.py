@@ -8,11 +8,11 @@ import pytest
 import scrapy
 from scrapy.crawler import Crawler
 from scrapy.exceptions import UsageError
-from scrapy.settings import Settings
 
-from crawlhub.addon import install
-from crawlhub.config import BOUNDS, SettingError, apply_env_overrides, check_settings, coerce, redact_url
+from crawlhub.config import SettingError, apply_env_overrides, coerce, redact_url
 from crawlhub.seeds import BadSeed, parse_seed, seed_callback
+from crawlhub.settings_check import BOUNDS, check_settings
+from tests.helpers import settings_with
 
 
 def test_plain_url_seed():
@@ -108,12 +108,6 @@ def test_env_override_errors_name_the_variable(raw, default):
         coerce("X", raw, default)
 
 
-def settings_with(environ: dict[str, str] | None = None, **values) -> Settings:
-    settings = Settings()
-    install(settings, environ or {})
-    for name, value in values.items():
-        settings.set(name, value, "cmdline")
-    return settings
 
 
 def test_the_defaults_and_the_edges_of_each_range_pass():
