@@ -60,7 +60,8 @@ def _load(name: str) -> click.Command:
 
 class Commands(click.Group):
     """The command group; what no command catches of a bad set-up ends as one line, wherever it was found:
-    no project here, a malformed REDIS_URL or MONGO_URI (exit code 2), an embedded server that cannot start (3).
+    no project here, a malformed REDIS_URL or MONGO_URI (exit code 2), an embedded server that cannot start (3);
+    a reader that closed standard output (``| head``) ends any command quietly with 0.
     Its commands are imported when one runs (``COMMANDS``)."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -89,6 +90,7 @@ class Commands(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         from crawlhub.cli._common import ServiceDown
+        from crawlhub.cli._output import reader_gone, stdout_closed
         from crawlhub.config import SettingError
         from crawlhub.connection import BadURL
         from crawlhub.services import NoProject, ServiceError
@@ -99,6 +101,10 @@ class Commands(click.Group):
             raise BadInput(str(exc)) from None
         except ServiceError as exc:  # an embedded server that cannot start
             raise ServiceDown(str(exc)) from None
+        except BrokenPipeError:
+            if stdout_closed():  # `crawlhub log X | head`: the reader had what it wanted (docs/cli.md, "Exit codes")
+                reader_gone()
+            raise
 
 
 @click.group(cls=Commands)

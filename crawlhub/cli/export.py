@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import os
-import stat
 import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import IO, Any
+from typing import Any
 
 import click
 
 from crawlhub.addon import known_spiders
 from crawlhub.cli._common import BadInput, mongo_database, settings
+from crawlhub.cli._output import check_destination, opened, streams_to
 from crawlhub.export import (
     FORMATS,
     ExportError,
@@ -49,10 +49,10 @@ def export_command(spider: str, output: str, fmt: str | None, collection: str | 
     export is complete; anything else (a FIFO, a device, a symlink to one) is written to as it is."""
     current = settings()
     path, named = split_output(output)
-    try:  # everything the user typed is checked before MongoDB is read or a file touched
-        check_destination(path)
+    check_destination(path, "-o")  # everything the user typed is checked before MongoDB is read or a file touched
+    try:
         # a FIFO or a device named without an extension is standard output's kind of destination: jsonl
-        streamed = path != "-" and _streams_to(path) and "." not in os.path.basename(path)
+        streamed = path != "-" and streams_to(path) and "." not in os.path.basename(path)
         fmt = format_for("-" if streamed else path, fmt or named, strict=True)
         since_at = parse_since(since) if since else None
     except ExportError as exc:
@@ -77,7 +77,7 @@ def export_command(spider: str, output: str, fmt: str | None, collection: str | 
                 raise BadInput("; ".join(f"--fields {name!r}: {why}" for name, why in missing.items()) +
                                f" (the items have: {have}); nothing written")
         started = time.monotonic()
-        with _progress(show, export_plan.total) as step, _opened(path) as out:
+        with _progress(show, export_plan.total) as step, opened(path) as out:
             written = export(db, export_plan, fmt, out, wanted, step, current.get("FEED_EXPORT_ENCODING") or "utf-8",
                              current.getint("FEED_EXPORT_INDENT") or None)
     what = "change record(s)" if history else "item(s)"
@@ -85,75 +85,6 @@ def export_command(spider: str, output: str, fmt: str | None, collection: str | 
     took = time.monotonic() - started
     click.echo(f"exported {written} {what} of {spider} from {export_plan.database}."
                f"{','.join(name for name, _ in export_plan.queries)} to {where} as {fmt} in {took:.1f}s", err=True)
-
-
-def _streams_to(path: str) -> bool:
-    """Whether ``path`` (through any symlink) is something written to as it is: a FIFO, a device, a socket."""
-    try:
-        mode = os.stat(path).st_mode  # through symlinks (one to /proc/self/fd/1 is a pipe)
-    except OSError:
-        return False
-    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
-
-
-def check_destination(path: str) -> None:
-    """ExportError when ``path`` cannot be written (before anything is read): a directory, a missing directory, no
-    permission. A symlink is judged by what it points to."""
-    if path == "-":
-        return
-    if os.path.isdir(path):
-        raise ExportError(f"-o {path}: is a directory; give a file name in it ({os.path.join(path, 'items.jsonl')})")
-    if os.path.exists(path):
-        if not os.access(path, os.W_OK):
-            raise ExportError(f"-o {path}: permission denied (cannot write to it)")
-        if _streams_to(path):
-            return  # a FIFO, a device, a socket: written to as it is
-    target = os.path.realpath(path)
-    folder = os.path.dirname(target) or "."
-    if not os.path.isdir(folder):
-        raise ExportError(f"-o {path}: directory {folder} does not exist")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise ExportError(f"-o {path}: cannot create files in {folder} (permission denied)")
-
-
-@contextmanager
-def _opened(path: str) -> Iterator[IO[bytes]]:
-    """The binary stream to write to, and what happens when writing fails.
-
-    * ``-``: standard output;
-    * a regular file (or none yet): ``<file>.part`` beside it, renamed over it once complete, so an export that fails
-      leaves no file that looks whole and the old one as it was; a symlink's target is replaced, the link kept;
-    * anything else (a FIFO, a character device, a symlink to a pipe): opened and written to, never replaced.
-
-    A write that fails (a full disk, a closed pipe) ends the command with one line (exit 1), the ``.part`` removed.
-    """
-    target = "-" if path == "-" else path
-    partial = None
-    try:
-        if target == "-":
-            yield sys.stdout.buffer
-            sys.stdout.buffer.flush()
-        elif _streams_to(path):
-            with open(path, "wb") as out:
-                yield out
-        else:
-            target = os.path.realpath(path)  # a symlink's target is replaced, the link kept
-            partial = f"{target}.part"
-            with open(partial, "wb") as out:
-                yield out
-            os.replace(partial, target)
-            partial = None
-    except BrokenPipeError:
-        if target == "-":  # `crawlhub export X | head`: the reader had enough; no flush error at exit
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        raise click.ClickException(f"export stopped: the reader of {'standard output' if target == '-' else path} "
-                                   "closed it before the end") from None
-    except OSError as exc:
-        raise click.ClickException(f"writing {'standard output' if target == '-' else path} failed: "
-                                   f"{exc.strerror or exc}; {'nothing was left behind' if partial else 'the output is incomplete'}") from None
-    finally:
-        if partial and os.path.exists(partial):
-            os.unlink(partial)
 
 
 @contextmanager

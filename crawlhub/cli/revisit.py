@@ -6,7 +6,7 @@ import json
 
 import click
 
-from crawlhub.cli._common import BadInput, ServiceDown, check_spider, settings
+from crawlhub.cli._common import BadInput, ServiceDown, check_spider, settings, spider_class
 from crawlhub.revisit.policy import BadDuration, parse_duration
 from crawlhub.revisit.store import StatusStore
 
@@ -48,6 +48,12 @@ def recrawl(spider: str, everything: bool, prefix: str | None, older_than: str |
     click.echo(f"{made} page(s) of {spider} due now; the refresher queues them within REFRESH_INTERVAL")
 
 
+def _revisits(spider: str) -> bool:
+    """Whether the project's spider declares a revisit policy (crawlhub.revisit.policy reads these attributes)."""
+    found = spider_class(spider)
+    return found is not None and any(getattr(found, name, None) for name in ("revisit", "revisit_rules", "sitemap_revisit"))
+
+
 @click.command()
 @click.argument("spider", callback=check_spider)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
@@ -59,6 +65,11 @@ def schedule(spider: str, as_json: bool) -> None:
         return
     age = data["age_seconds"]
     click.echo(f"{spider}: {data['urls']} pages in the status store")
+    if not data["urls"] and not _revisits(spider):  # a one-shot spider: say so, not only "0 pages"
+        click.echo(f"  {spider} does not revisit its pages (no `revisit` or `revisit_rules` attribute): it is "
+                   "one-shot and keeps no status store. To crawl it continuously, declare `revisit = \"1d\"` (or "
+                   "`revisit_rules`) on the spider: docs/revisit.md")
+        return
     click.echo(f"  due now {data['due_now']}, in the next hour {data['due_next_hour']}, "
                f"in the next day {data['due_next_day']}")
     if data["urls"]:

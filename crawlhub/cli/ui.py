@@ -24,7 +24,7 @@ def ui(host: str, port: int, interval: float) -> None:
     Reads Redis and MongoDB only; never runs a crawl. The API: docs/cli.md."""
     from crawlhub.config import redact_url
     from crawlhub.connection import get_mongo, redis_location, redis_shown
-    from crawlhub.ui.app import Dashboard, is_loopback, serve
+    from crawlhub.ui.app import Dashboard, is_loopback, listen, serve
 
     token = os.environ.get("CRAWLHUB_UI_TOKEN", "").strip() or None
     if token is not None and len(token) < TOKEN_MIN:
@@ -36,17 +36,19 @@ def ui(host: str, port: int, interval: float) -> None:
                        f"without it) or listen on 127.0.0.1")
     current = settings()
     server = connect()
+    try:  # the address is printed once it can be reached, never before "cannot listen"
+        sockets = listen(host, port)
+    except OSError as exc:
+        raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     mongo = get_mongo(current, 3000)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
-    shown = f"[{host}]" if ":" in host else host
-    where = f"http://{shown}:{port}/" + ("?token=$CRAWLHUB_UI_TOKEN" if token else "")
+    shown = f"[{host.strip('[]')}]" if ":" in host else host
+    where = f"http://{shown}:{sockets[0].getsockname()[1]}/" + ("?token=$CRAWLHUB_UI_TOKEN" if token else "")
     url, cluster = redis_location(current)
     click.echo(f"crawlhub ui on {where} ({redis_shown(current, url, cluster)}, "
                f"MongoDB {redact_url(current.get('MONGO_URI')) if current.get('MONGO_URI') else 'embedded'}, "
                f"database {current.get('MONGO_DATABASE')}); Ctrl-C to stop", err=True)
     try:
-        serve(Dashboard(current, server, mongo, interval), host, port, token)
-    except OSError as exc:
-        raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        serve(Dashboard(current, server, mongo, interval), sockets, token)
     finally:
         mongo.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import sys
@@ -14,8 +15,9 @@ import click
 import redis
 
 from crawlhub.addon import known_spiders
-from crawlhub.cli._common import check_spider, connect, keys, settings
-from crawlhub.monitor.auditlog import format_entry, log_entry, matches, read_log
+from crawlhub.cli._common import BadInput, check_spider, connect, keys, settings
+from crawlhub.cli._output import check_destination, opened
+from crawlhub.monitor.auditlog import BadFilter, check_status_filter, format_entry, log_entry, matches, read_log
 from crawlhub.monitor.report import html_report, report_data
 from crawlhub.monitor.status import cluster_status, has_frontier, worker_rows
 from crawlhub.monitor.text import format_status
@@ -33,14 +35,23 @@ def status(spider: str | None, as_json: bool, watch: bool, interval: float) -> N
     own = {n: settings(n) for n in ([spider] if spider else known_spiders(current))}  # each spider's keys
     names = [spider] if spider else [n for n in own if has_frontier(server, own[n], n)]
 
-    def one(name: str) -> dict[str, Any]:
+    def one(name: str, unreachable: dict[str, dict[str, Any]]) -> dict[str, Any]:
+        """``name``'s status with its items; a MongoDB found down for one spider is not waited for again for the
+        next (``unreachable``: its URI -> what it said)."""
+        where = own[name].get("MONGO_URI") or ""
         try:
-            return cluster_status(server, own[name], name, with_items=bool(spider))
+            data = cluster_status(server, own[name], name, with_items=where not in unreachable)
         except redis.ResponseError as exc:  # a key of this spider holds what it should not: its problem alone
             return {"spider": name, "problems": [f"cannot read {name}'s crawl state: {exc}"]}
+        if where in unreachable:
+            data["items"] = unreachable[where]
+        elif "error" in data["items"]:
+            unreachable[where] = data["items"]
+        return data
 
     def collect() -> list[dict[str, Any]]:
-        return [one(n) for n in names]
+        unreachable: dict[str, dict[str, Any]] = {}
+        return [one(n, unreachable) for n in names]
 
     if not watch:
         data = collect()
@@ -120,10 +131,19 @@ def health(spider: str, max_age: float | None, any_host: bool) -> None:
                f"{min(now - w['last_beat'] for w in alive):.0f}s ago)")
 
 
+def _status_filter(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """--status as `log` reads it; one that can match no attempt (7xx, 99, abc) is bad input (exit 2)."""
+    try:
+        return check_status_filter(value) if value is not None else None
+    except BadFilter as exc:
+        raise BadInput(str(exc)) from None
+
+
 @click.command()
 @click.argument("spider", callback=check_spider)
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new attempts as they come.")
-@click.option("--status", "status_filter", help="Only these: 200, 4xx, 5xx, error...")
+@click.option("--status", "status_filter", callback=_status_filter,
+              help="Only these: a code (404), a class (5xx) or error.")
 @click.option("--domain", help="Only this domain (host[:port]).")
 @click.option("--limit", "-n", default=50, show_default=True, help="Attempts to show (before following).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
@@ -151,10 +171,14 @@ def log(spider: str, follow: bool, status_filter: str | None, domain: str | None
 
 @click.command()
 @click.argument("spider", callback=check_spider)
-@click.option("--html", "path", required=True, type=click.Path(dir_okay=False), help="Where to write the report.")
-def report(spider: str, path: str) -> None:
+@click.option("--html", "-o", "path", metavar="FILE",
+              help="Where to write the HTML report, - for standard output [default: SPIDER-report.html in the current folder].")
+def report(spider: str, path: str | None) -> None:
     """A self-contained HTML report of SPIDER's crawl: pages/min, status codes, latency per domain, items."""
-    page = html_report(report_data(connect(), settings(), spider))
-    with open(path, "w", encoding="utf-8") as out:
+    path = path or f"{spider}-report.html"
+    check_destination(path, "--html")  # before Redis and MongoDB are read
+    page = html_report(report_data(connect(), settings(), spider)).encode("utf-8")
+    with opened(path) as out:
         out.write(page)
-    click.echo(f"report of {spider} written to {path} ({len(page):,} bytes)")
+    where = "standard output" if path == "-" else os.path.abspath(path)
+    click.echo(f"report of {spider} written to {where} ({len(page):,} bytes)", err=path == "-")

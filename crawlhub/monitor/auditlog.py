@@ -3,6 +3,7 @@ one line each (`crawlhub log`)."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -19,6 +20,21 @@ def log_entry(fields: Mapping[bytes, bytes] | Mapping[str, str]) -> dict[str, An
             "status": int(e["status"]) if e.get("status") else None, "error": e.get("error", ""),
             "ms": float(e.get("ms") or 0), "bytes": int(e.get("bytes") or 0), "proxy": e.get("proxy", ""),
             "browser": e.get("browser") == "1"}
+
+
+class BadFilter(ValueError):
+    """A status filter that can match no attempt."""
+
+
+def check_status_filter(value: str) -> str:
+    """A status filter as ``matches`` reads it: a code (``404``: 100-599, the codes HTTP defines), a class (``5xx``:
+    1xx-5xx) or ``error``. Anything else (``7xx``, ``99``, ``abc``) would match nothing, silently: BadFilter, saying
+    what it accepts."""
+    wanted = value.strip().lower()
+    if wanted == "error" or re.fullmatch(r"[1-5](?:xx|[0-9]{2})", wanted, flags=re.ASCII):
+        return wanted
+    raise BadFilter(f"--status {value!r} matches no attempt: give a status code (100-599, as 404), a class "
+                    "(1xx, 2xx, 3xx, 4xx or 5xx) or error")
 
 
 def matches(entry: dict[str, Any], status: str | None, domain: str | None) -> bool:

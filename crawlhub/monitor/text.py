@@ -19,6 +19,17 @@ def _duration(seconds: float | None) -> str:
     return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m" if seconds >= 3600 else f"{seconds // 60}m{seconds % 60:02d}s"
 
 
+def _done_line(data: dict[str, Any]) -> str:
+    """A done crawl's line: what its live workers do now, and the advice only when some are left to stop."""
+    line = f"done: the frontier has been empty, nothing in flight, for {_duration(data['idle_seconds'])}"
+    alive = data.get("workers_alive", 0)
+    if not alive:
+        return f"{line}; no worker is running"
+    workers = "1 worker is" if alive == 1 else f"{alive} workers are"
+    return (f"{line}; {workers} still running, waiting for new seeds by design: stop "
+            f"{'it' if alive == 1 else 'them'}, or set MAX_IDLE_TIME_BEFORE_CLOSE")
+
+
 def format_status(data: dict[str, Any]) -> list[str]:
     """The human view of cluster_status (what `crawlhub status` prints)."""
     from crawlhub.ladder import format_ladder
@@ -33,8 +44,7 @@ def format_status(data: dict[str, Any]) -> list[str]:
         f"spider {data['spider']}{'  [PAUSED]' if data['paused'] else ''}: {data['seeds']} seeds waiting, "
         f"{data['queued']} queued, {data['inflight']} in flight, {data['delayed']} waiting to retry, "
         f"{data['seen']} URLs seen",
-        *([f"done: the frontier has been empty, nothing in flight, for {_duration(data['idle_seconds'])} (workers wait "
-           f"for new seeds by design: stop them, or set MAX_IDLE_TIME_BEFORE_CLOSE)"] if data.get("state") == "done" else []),
+        *([_done_line(data)] if data.get("state") == "done" else []),
         f"pages/min: {data['pages_per_min_1m']:.1f} (1 min), {data['pages_per_min_5m']:.1f} (5 min)   "
         f"ETA: {_duration(data['eta_seconds'])}",
         f"attempts: {t['requests']}  2xx={t['2xx']} 3xx={t['3xx']} 4xx={t['4xx']} 5xx={t['5xx']} errors={t['error']}  "

@@ -21,6 +21,7 @@ import ipaddress
 import json
 import logging
 import math
+import socket
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -409,8 +410,30 @@ def make_app(dashboard: Dashboard, token: str | None) -> web.Application:
     return app
 
 
-def serve(dashboard: Dashboard, host: str, port: int, token: str | None) -> None:
-    """Run the app until Ctrl-C (SIGINT) or SIGTERM."""
-    web.run_app(make_app(dashboard, token), host=host, port=port, print=None, access_log_class=AccessLogger,
+def listen(host: str, port: int) -> list[socket.socket]:
+    """Sockets bound to ``port`` on every address ``host`` names and listening (as aiohttp would bind them), so that
+    the UI's address is printed only once it can be reached. OSError when one cannot be bound (the port taken, a
+    port below 1024 without the right to it, an address not this machine's): none is left open."""
+    bound: list[socket.socket] = []
+    try:
+        found = socket.getaddrinfo(host.strip("[]") or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        for family, kind, proto, _, address in dict.fromkeys(found):
+            sock = socket.socket(family, kind, proto)
+            bound.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # (a port in TIME_WAIT; not one listened on)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(address)
+            sock.listen(128)
+    except OSError:
+        for sock in bound:
+            sock.close()
+        raise
+    return bound
+
+
+def serve(dashboard: Dashboard, sockets: list[socket.socket], token: str | None) -> None:
+    """Run the app on ``sockets`` (``listen``) until Ctrl-C (SIGINT) or SIGTERM."""
+    web.run_app(make_app(dashboard, token), sock=sockets, print=None, access_log_class=AccessLogger,
                 access_log=logging.getLogger("crawlhub.ui.access"), handle_signals=True,
                 shutdown_timeout=1)

@@ -12,6 +12,7 @@ import stat
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -222,3 +223,143 @@ def test_the_ui_refuses_a_short_token_and_comes_with_its_first_state(env, redis_
     assert initial["default"] == "scrapeme" and initial["status"]["spider"] == "scrapeme"
     assert initial["status"]["workers_alive"] == 1
     assert json.loads(http(base + "/api/spiders")[2])["default"] == "scrapeme"
+
+
+# Issue #67's first hour: what a newcomer types, each as typed.
+
+WRITERS = {"export": "-o", "report": "--html"}  # every command that writes a file the user names, and its option
+
+
+def test_every_command_that_writes_a_file_refuses_an_unwritable_path_in_one_line(env, mongo_db, tmp_path):
+    """`crawlhub report scrapeme --html /nonexistent/r.html` was a FileNotFoundError traceback: each path-writing
+    command checks its path before reading anything, as export does: one line naming the path and why, exit 2."""
+    stored_products(mongo_db)
+    folder = tmp_path / "out"
+    folder.mkdir()
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    cases = [(str(tmp_path / "nope" / "r.html"), "does not exist"), (str(folder), "is a directory")]
+    if os.geteuid() != 0:  # (root writes anywhere)
+        cases.append((str(locked / "r.html"), "permission denied"))
+    for command, option in WRITERS.items():
+        for path, why in cases:
+            done = cli(env, command, "scrapeme", option, path)
+            check_code(command, done, 2)
+            (line,) = done.stderr.strip().splitlines()
+            assert path in line and why in line, (command, path, done.stderr)
+    assert not list(folder.iterdir()) and not list(locked.iterdir()) and not (tmp_path / "nope").exists()
+
+
+def test_report_writes_to_a_default_file_and_says_where(env, tmp_path):
+    """`report` without --html said "Missing option '--html'" though HTML is its only format: the file is
+    SPIDER-report.html in the current folder, and the last line says where it went."""
+    here = {**env, "SCRAPY_SETTINGS_MODULE": "crawlhub.settings", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-m", "crawlhub.cli", "report", "scrapeme"], cwd=tmp_path, env=here,
+                          capture_output=True, text=True, timeout=60)
+    check_code("report", done, 0)
+    written = tmp_path / "scrapeme-report.html"
+    assert written.read_text().startswith("<!doctype html>") or "<html" in written.read_text()[:500]
+    assert f"written to {written}" in done.stdout, done.stdout
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "home") == ["scrapeme-report.html"], "no .part left"
+    # -o is the same option; - is standard output (the line about it then goes to stderr)
+    to_stdout = cli(env, "report", "scrapeme", "-o", "-")
+    check_code("report", to_stdout, 0)
+    assert "<svg" in to_stdout.stdout and "written to standard output" in to_stdout.stderr
+
+
+def first_line_then_close(env, *args: str) -> tuple[int, str, str]:
+    """Run `crawlhub ARGS` with standard output a pipe that the reader closes after one line (`| head -1`):
+    (exit code, the line, stderr)."""
+    proc = subprocess.Popen([sys.executable, "-m", "crawlhub.cli", *args], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    line = proc.stdout.readline()
+    proc.stdout.close()
+    try:
+        code = proc.wait(60)
+    finally:
+        proc.kill()
+    return code, line.decode(), proc.stderr.read().decode()
+
+
+def test_a_reader_that_closes_the_pipe_ends_a_streaming_command_quietly(env, redis_client, mongo_db):
+    """`crawlhub export scrapeme | head -2` ended with "Error: export stopped: ...", exit 1: a closed pipe is the
+    reader's choice, so every command that streams to standard output stops quietly with 0 (docs/cli.md). Each
+    writes far more than a pipe's buffer (64 KiB), so the writer meets the closed pipe."""
+    mongo_db.products.insert_many([{"id": str(n), "name": "x" * 200, "spiders": ["scrapeme"]} for n in range(2000)])
+    mongo_db.quarantine.insert_many([{"spider": "scrapeme", "item_type": "Product", "quarantined_at": n,
+                                      "source_url": f"http://127.0.0.1:1/{n}", "reasons": [f"missing price {'q' * 100}"]}
+                                     for n in range(2000)])
+    now = time.time()
+    for n in range(2000):
+        redis_client.xadd("scrapeme:log", {"t": now + n / 1000, "url": f"http://127.0.0.1:1/{'p' * 100}/{n}",
+                                           "domain": "127.0.0.1:1", "worker": "w:1", "status": 200, "ms": 5, "bytes": 9})
+        redis_client.rpush("scrapeme:dlq", json.dumps({"url": f"http://127.0.0.1:1/{'d' * 100}/{n}", "spider": "scrapeme",
+                                                       "attempts": 3, "status": 503, "error": "", "first_attempt": now,
+                                                       "last_attempt": now, "worker": "w:1", "request": "{}"}))
+    for command, args in (("export", ("export", "scrapeme")), ("log", ("log", "scrapeme", "-n", "2000")),
+                          ("dlq list", ("dlq", "list", "scrapeme", "--limit", "2000")),
+                          ("quarantine list", ("quarantine", "list", "scrapeme", "--limit", "2000")),
+                          ("status", ("status", "--watch", "--interval", "0.2"))):
+        code, line, stderr = first_line_then_close(env, *args)
+        assert line.strip(), (command, stderr)
+        assert code == 0 and expected_quiet(stderr), (command, code, stderr)
+        assert 0 in documented_codes()[command]
+
+
+def expected_quiet(stderr: str) -> bool:
+    return "Error" not in stderr and "Traceback" not in stderr and "Exception ignored" not in stderr
+
+
+def test_log_refuses_a_status_filter_that_matches_nothing(env, redis_client):
+    """`crawlhub log scrapeme --status 7xx` exited 0 with nothing: a filter that can match no attempt is bad input."""
+    redis_client.xadd("scrapeme:log", {"t": time.time(), "url": "http://127.0.0.1:1/a", "domain": "127.0.0.1:1",
+                                       "worker": "w:1", "status": 404, "ms": 5, "bytes": 9})
+    for wrong in ("7xx", "99", "abc", "2000"):
+        done = cli(env, "log", "scrapeme", "--status", wrong)
+        check_code("log", done, 2)
+        (line,) = done.stderr.strip().splitlines()
+        assert repr(wrong) in line and "4xx" in line and "error" in line, line
+    for right in ("404", "4xx", "4XX"):
+        done = cli(env, "log", "scrapeme", "--status", right)
+        check_code("log", done, 0)
+        assert "http://127.0.0.1:1/a" in done.stdout, (right, done.stdout)
+
+
+def test_the_ui_prints_its_address_only_once_it_listens(env):
+    """`crawlhub ui --port 443` printed "crawlhub ui on http://127.0.0.1:443/" before "cannot listen"."""
+    import socket
+
+    taken = socket.create_server(("127.0.0.1", 0))  # this test's own listening socket holds the port
+    try:
+        port = taken.getsockname()[1]
+        done = cli(env, "ui", "--port", str(port))
+    finally:
+        taken.close()
+    check_code("ui", done, 1)
+    assert "crawlhub ui on" not in done.stdout + done.stderr and f":{port}/" not in done.stdout + done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert f"cannot listen on 127.0.0.1:{port}" in line, line
+
+
+def test_schedule_says_why_a_one_shot_spider_has_no_pages(env, mongo_db):
+    """`crawlhub schedule` on a spider without `revisit` said "0 pages in the status store" without saying why."""
+    done = cli(env, "schedule", "scrapeme")
+    check_code("schedule", done, 0)
+    assert "does not revisit" in done.stdout and "`revisit`" in done.stdout and "docs/revisit.md" in done.stdout
+    # a spider that declares `revisit` (tests/sites/spiders): its schedule, empty before its first fetch
+    revisiting = cli({**env, "SPIDER_MODULES": "spiders,tests.sites.spiders"}, "schedule", "t_revisit")
+    check_code("schedule", revisiting, 0)
+    assert "does not revisit" not in revisiting.stdout and "due now 0" in revisiting.stdout
+
+
+def test_status_of_every_spider_has_each_ones_items_line(env, redis_client, mongo_db):
+    """`crawlhub status` with no spider left out the items line."""
+    stored_products(mongo_db, 7)
+    redis_client.lpush("scrapeme:start_urls", "https://127.0.0.1:1/")
+    redis_client.lpush("quotes:start_urls", "https://127.0.0.1:1/")
+    done = cli(env, "status")
+    check_code("status", done, 0)
+    items = [line for line in done.stdout.splitlines() if line.startswith("items:")]
+    assert len(items) == 2 and any("products=7" in line for line in items), done.stdout
+    listed = json.loads(cli(env, "status", "--json").stdout)
+    assert {row["spider"]: row["items"]["stored"] for row in listed} == {"quotes": {}, "scrapeme": {"products": 7}}

@@ -18,7 +18,7 @@ from tests.harness import ROOT, cli, http, start_ui, start_worker, wait_all, wai
 from tests.sites.server import refused_port
 from tests.sites.shop import shop_pages
 
-# where the test leaves its screenshot for people to look at (README's is a copy)
+# where the test leaves its screenshot for people to look at (docs/img/ui.png, on docs/ui.md, is a copy)
 ARTIFACTS = Path(os.environ.get("CRAWLHUB_TEST_ARTIFACTS", ROOT / "test-artifacts"))
 
 
