@@ -42,6 +42,7 @@ from urllib.parse import unquote, urlsplit
 import redis
 
 from crawlhub import meta
+from crawlhub._utils.hooks import call_hook
 from crawlhub.frontier import keys
 from crawlhub.frontier.records import text
 from crawlhub.frontier.scripts import source
@@ -227,13 +228,13 @@ def marker_in(response: Any, markers: list[str]) -> str:
 
 def block_reason(response: Any, codes: set[int], markers: list[str], spider: Any) -> str:
     """Why an answer shows blocking ('' = it does not): a status in ``codes``, one of ``markers`` in its text, or
-    the spider's ``is_blocked(response)`` (True or a reason: a challenge page that answers 200, say)."""
+    the spider's ``is_blocked(response)`` (True or a reason: a challenge page that answers 200, say). An error in
+    the spider's hook raises :class:`~crawlhub._utils.hooks.SpiderHookError` (reported as the spider's)."""
     if response.status in codes:
         return f"HTTP {response.status}"
     why = marker_in(response, markers)
-    judge = getattr(spider, "is_blocked", None)
-    if not why and judge is not None:
-        verdict = judge(response)
+    if not why and getattr(spider, "is_blocked", None) is not None:
+        verdict = call_hook(spider, "is_blocked", response, url=response.url)
         if verdict:
             why = verdict if isinstance(verdict, str) else "the spider's is_blocked"
     return why

@@ -37,6 +37,7 @@ from scrapy.exceptions import NotConfigured
 from scrapy.http import Request, Response
 
 from crawlhub import meta, signals
+from crawlhub._utils.hooks import SpiderHookError, end_page
 from crawlhub._utils.urls import domain_of
 from crawlhub.components import FrontierMiddleware
 from crawlhub.connection import REDIS_ERRORS
@@ -201,7 +202,10 @@ class LadderBlockMiddleware(_Rungs):
         if rung is None or pinned(self.crawler, request) is not None:
             return response
         domain, stats = domain_of(request.url), self.crawler.stats
-        why = self.blocked(response)
+        try:
+            why = self.blocked(response)
+        except SpiderHookError as exc:  # a mistake in the spider's is_blocked: the page ends, saying so
+            return end_page(request, exc, status=response.status)
         probe = request.meta.get(meta.PROBE)
         if probe:
             self._call("probed", domain, rung, "" if why else "1", self.probe_after, self.probe_max)

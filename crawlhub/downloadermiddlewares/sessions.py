@@ -12,11 +12,16 @@ its proxy and its header profile (so, on the impersonate rung, its TLS target). 
         return "Log out" in page.text         # False (or an exception): the login failed
 
     def session_expired(self, response):      # the site ended the session: log in again, fetch the page again
-        return response.url.endswith("/login")
+        return response.url.endswith("/login")  # (every raw answer: a redirect's too, which has no text)
 
 A session ends (another takes its place) after SESSION_MAX_AGE seconds or SESSION_MAX_USES requests, and at
 the first banned answer (SESSION_BAN_CODES, the ban markers, the spider's ``is_blocked``), as Crawlee's
 SessionPool retires one. The shared state and its consistency: :mod:`crawlhub.sessions`.
+
+``session_expired`` (and ``is_blocked``) see every raw answer of a session, a redirect among them (a 3xx to the
+login form is the usual sign of an ended session): a redirect has no text to read, so read ``response.url``,
+``response.status`` or ``response.headers`` first. An error in a hook is the spider's (crawlhub._utils.hooks):
+logged with its traceback and the hook's name, and the page goes to the dead-letter list saying so.
 
 Two middlewares, as for the ladder: the session is chosen before the proxy (380) and the header profile (395)
 that it binds, and every raw answer is seen first (920: before the ladder, the proxy's ban rules, redirects and
@@ -39,8 +44,11 @@ from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.http import Request, Response
 from scrapy.http.cookies import CookieJar
 from scrapy.http.request import NO_CALLBACK
+from scrapy.utils.misc import load_object
 
 from crawlhub import intent, meta
+from crawlhub._utils.errors import failure_text
+from crawlhub._utils.hooks import SpiderHookError, call_hook, end_page, hook_failed
 from crawlhub.components import FrontierMiddleware
 from crawlhub.connection import REDIS_ERRORS, worker_id
 from crawlhub.frontier.scripts import Script
@@ -141,6 +149,10 @@ class SessionPool:
         self.loaded, self.full = float("-inf"), False
         self.jars: dict[str, tuple[int, CookieJar]] = {}  # session id -> (version, jar)
         self.rng = random.Random()
+        # what a login's downloads raise that is no mistake of the spider's: no form found, a download that failed
+        self.site_errors: tuple[type[BaseException], ...] = (
+            LoginFailed, IgnoreRequest,
+            *(load_object(e) if isinstance(e, str) else e for e in s.getlist("RETRY_EXCEPTIONS")))
 
     # -- the script ------------------------------------------------------------------------------------
     @property
@@ -226,14 +238,14 @@ class SessionPool:
         self.jars[session_id] = (new if new == ver + 1 else -1, jar)
 
     # -- logins ----------------------------------------------------------------------------------------------
-    async def ready(self, state: SessionState, login: Any) -> tuple[SessionState | None, str]:
+    async def ready(self, state: SessionState, login: Any, url: str = "") -> tuple[SessionState | None, str]:
         """The session logged in (this worker logs it in, or waits for the worker that does); (None, why): the
-        login failed or the session ended."""
+        login failed or the session ended. ``url``: the page that waits for it."""
         waited = False
         while state.state != READY:
             raw, claimed = self.call("claim", state.id, self.worker, self.timeout)
             if int(claimed):
-                return await self._login(SessionState.from_json(raw), login)
+                return await self._login(SessionState.from_json(raw), login, url)
             if not waited:
                 waited = True
                 self.crawler.stats.inc_value("sessions/waited_for_login")
@@ -244,7 +256,7 @@ class SessionPool:
             state = again
         return state, ""
 
-    async def _login(self, state: SessionState, login: Any) -> tuple[SessionState | None, str]:
+    async def _login(self, state: SessionState, login: Any, url: str) -> tuple[SessionState | None, str]:
         stats = self.crawler.stats
         why = ""
         try:
@@ -257,8 +269,12 @@ class SessionPool:
                     result = await asyncio.wait_for(result, self.timeout)
                 ok = result is not False
                 why = "the spider's login returned False" if not ok else ""
-        except Exception as exc:  # noqa: BLE001 - a failed login is the session's end, reported
-            ok, why = False, f"{type(exc).__name__}: {exc}"[:300] or type(exc).__name__
+        except asyncio.TimeoutError:
+            ok, why = False, f"the spider's login took longer than SESSION_LOGIN_TIMEOUT ({self.timeout:g}s)"
+        except self.site_errors as exc:  # the site's answer (no form) or the network's: said, not a spider's error
+            ok, why = False, failure_text(exc, 300)
+        except Exception as exc:  # noqa: BLE001 - a mistake in the spider's login: its error, the session's end
+            ok, why = False, str(hook_failed(self.crawler.spider, "login", exc, url))[:300]
         raw, failing = self.call("logged", state.id, self.worker, "1" if ok else "0", why)
         if ok and raw:
             stats.inc_value("sessions/logins")
@@ -354,7 +370,7 @@ class SessionMiddleware(SessionComponent):
                     if stop:
                         why = f"login failed: {stop}"
                         break
-                    state, why = await pool.ready(state, login)
+                    state, why = await pool.ready(state, login, request.url)
                 if state is not None:
                     self._apply(request, state)
                     return None
@@ -444,6 +460,8 @@ class SessionResponseMiddleware(SessionComponent):
             if not expired:
                 return response
             raw, flipped = pool.call("expire", sid, str(m.get(meta.SESSION_GEN, "")))
+        except SpiderHookError as exc:  # a mistake in the spider's is_blocked or session_expired: the page ends
+            return end_page(request, exc, status=response.status)
         except REDIS_ERRORS as exc:
             logger.warning("Redis unavailable (%s): session %s of %s not updated", exc, sid, request.url)
             return response
@@ -477,10 +495,10 @@ class SessionResponseMiddleware(SessionComponent):
         return ladder is not None and climbs(ladder, request, response)
 
     def _expired(self, response: Response) -> str:
-        rule = getattr(self.crawler.spider, "session_expired", None)
-        if rule is None:
+        spider = self.crawler.spider
+        if getattr(spider, "session_expired", None) is None:
             return ""
-        verdict = rule(response)
+        verdict = call_hook(spider, "session_expired", response, url=response.url)
         if not verdict:
             return ""
         return verdict if isinstance(verdict, str) else "the spider's session_expired"

@@ -7,11 +7,12 @@ The Lua cool-down/escalation script runs against the tests' real Redis.
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
 from scrapy import Request, Spider
-from scrapy.exceptions import NotConfigured
+from scrapy.exceptions import NotConfigured, UsageError
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
@@ -172,12 +173,18 @@ def test_a_new_sessions_candidates_rotate_with_the_policy_and_not_past_a_pin():
 
 
 def test_profile_settings_are_checked():
+    # the middleware's own checks (a crawler built without the add-on, whose start-up checks refuse them first)
     with pytest.raises(NotConfigured, match="HEADER_PROFILES_FAMILIES: unknown"):
-        header_mw(HEADER_PROFILES_FAMILIES=["opera"])
+        header_mw(HEADER_PROFILES_FAMILIES=["opera"], ADDONS={})
     with pytest.raises(NotConfigured, match="HEADER_PROFILES_PIN 'nope'"):
-        header_mw(HEADER_PROFILES_PIN="nope")
+        header_mw(HEADER_PROFILES_PIN="nope", ADDONS={})
     with pytest.raises(NotConfigured, match="rotate' or 'sticky'"):
-        header_mw(HEADER_PROFILES_POLICY="often")
+        header_mw(HEADER_PROFILES_POLICY="often", ADDONS={})
+    for bad, said in (({"HEADER_PROFILES_FAMILIES": ["opera"]}, "HEADER_PROFILES_FAMILIES = ['opera']: unknown opera"),
+                      ({"HEADER_PROFILES_PIN": "nope"}, "HEADER_PROFILES_PIN 'nope' is not a profile id"),
+                      ({"HEADER_PROFILES_POLICY": "often"}, "HEADER_PROFILES_POLICY = 'often': must be one of rotate")):
+        with pytest.raises(UsageError, match=re.escape(said)):
+            header_mw(**bad)
 
 
 # -- proxy pools -------------------------------------------------------------------------
