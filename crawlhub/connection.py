@@ -21,7 +21,7 @@ from redis.cluster import ClusterNode, RedisCluster
 from redis.connection import AbstractConnection, Connection, SSLConnection
 from redis.exceptions import RedisClusterException
 from redis.retry import Retry
-from scrapy.settings import BaseSettings
+from scrapy.settings import SETTINGS_PRIORITIES, BaseSettings
 from scrapy.statscollectors import StatsCollector
 
 from crawlhub import services
@@ -105,6 +105,24 @@ def redis_shown(settings: BaseSettings, url: str, cluster: bool) -> str:
     if cluster:
         return f"Redis Cluster {redact_url(url)}"
     return f"Redis {redact_url(url)}{'' if settings.get('REDIS_URL') else ' (embedded)'}"
+
+
+# what `crawlhub seed` must be told when the worker was (it reads settings.py and the environment, not `-s`)
+WHERE_REDIS_IS = ("REDIS_URL", "REDIS_CLUSTER_NODES", "CRAWLHUB_HOME", "EMBEDDED_REDIS_PORT")
+
+
+def seed_commands(settings: BaseSettings, spider: str, key: str) -> str:
+    """The commands that push a seed to the Redis these settings reach (a worker's last start-up line says
+    them): ``crawlhub seed SPIDER URL``, then the ``redis-cli`` line for the server's own port and database
+    (``--askpass`` for a password, never shown). A setting given to the worker with ``-s`` (which the
+    ``crawlhub`` command does not read) goes in front, its password redacted."""
+    cluster = cluster_nodes(settings)
+    url = cluster[1] if cluster else services.started_redis_url(settings)  # (nothing started to say where it is)
+    given = [f"{name}={redact_url(str(settings[name])) if name == 'REDIS_URL' else settings[name]}"
+             for name in WHERE_REDIS_IS
+             if settings.get(name) and (settings.getpriority(name) or 0) >= SETTINGS_PRIORITIES["cmdline"]]
+    line = " ".join([*given, "crawlhub", "seed", spider, "URL"])
+    return f"{line} (or: {services.seed_command(url, key, cluster=bool(cluster))})" if url else line
 
 
 def is_cluster(server: redis.Redis) -> bool:

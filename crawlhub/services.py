@@ -248,7 +248,7 @@ class EmbeddedRedis(Service):
         super().__init__("redis", home, standard_port)
 
     def hint(self, port: int) -> str:
-        return f"seed with: redis-cli -p {port} lpush SPIDER:start_urls URL"
+        return f"seed with: crawlhub seed SPIDER URL (or: redis-cli -p {port} lpush SPIDER:start_urls URL)"
 
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
@@ -340,6 +340,14 @@ def _standard_port(settings: BaseSettings | None, name: str, default: int) -> in
 def redis_url(settings: BaseSettings) -> str:
     """REDIS_URL, or the embedded Redis's URL (started if need be)."""
     return settings.get("REDIS_URL") or services(settings.get("CRAWLHUB_HOME"), settings)[0].ensure()
+
+
+def started_redis_url(settings: BaseSettings) -> str | None:
+    """REDIS_URL, or the embedded Redis's URL if it was started (never starts it: None when it has no port yet)."""
+    if settings.get("REDIS_URL"):
+        return str(settings.get("REDIS_URL"))
+    server = services(settings.get("CRAWLHUB_HOME"), settings)[0]
+    return server.url() if server.port else None
 
 
 def mongo_uri(settings: BaseSettings) -> str:

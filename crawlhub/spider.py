@@ -10,7 +10,7 @@ seed the shared frontier once per crawl (the first worker to start pushes
 them; ``crawlhub reset`` starts a new crawl). Unlike scrapy-redis it is
 written for Scrapy 2.13+'s ``start()``, takes plain URLs without a
 deprecation warning, and puts a bad seed in ``<spider>:bad_seeds`` with its
-reason instead of dropping it. README "Coming from scrapy-redis" lists what
+reason instead of dropping it. docs/scrapy-redis.md lists what
 of scrapy-redis is honoured and what is refused.
 
 A spider for a new domain::
@@ -40,7 +40,7 @@ from scrapy.http import Response
 from scrapy.settings import BaseSettings
 
 from crawlhub.components import frontier_of, redis_of
-from crawlhub.connection import REDIS_ERRORS, worker_id
+from crawlhub.connection import REDIS_ERRORS, seed_commands, worker_id
 from crawlhub.frontier.keys import Keys
 from crawlhub.habits import ATTRIBUTES
 from crawlhub.meta import SEED_HOST
@@ -100,6 +100,7 @@ class CrawlhubSpider(SitemapMixin, Spider):
         self._counted_empty = False
         self._recount_at = 0.0  # (monotonic) the frontier's partitions are not asked again before then
         self._count_busy = False  # what they said the last time
+        self._told_how_to_seed = False  # the first wait for seeds says how to push some, once
         crawler.signals.connect(self._configure, signal=signals.spider_opened)
         crawler.signals.connect(self._on_idle, signal=signals.spider_idle)
 
@@ -256,6 +257,10 @@ class CrawlhubSpider(SitemapMixin, Spider):
                 busy = True
         if busy:
             self._counted_empty = False
+        elif not self._told_how_to_seed:  # the last start-up line: what reaches this worker's Redis
+            self._told_how_to_seed = True
+            self.logger.info("Waiting for seeds in %r; seed the crawl with: %s", self.seeds_key,
+                             seed_commands(self.crawler.settings, self.name, self.seeds_key))
         if busy or self._idle_since is None:
             self._idle_since = now
             raise DontCloseSpider

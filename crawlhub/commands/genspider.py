@@ -1,6 +1,10 @@
 """`scrapy genspider` with crawlhub's template next to Scrapy's own (basic, crawl, csvfeed, xmlfeed): the
-project's TEMPLATES_DIR is searched first, then Scrapy's, so neither hides the other. A template that exists
-nowhere is an error (exit code 2), not a line and exit code 0."""
+project's TEMPLATES_DIR is searched first, then crawlhub's templates, then Scrapy's, so none hides the others. A
+template that exists nowhere is an error (exit code 2), not a line and exit code 0.
+
+It is Scrapy's ``genspider`` wherever crawlhub is installed (the ``scrapy.commands`` entry point in
+pyproject.toml), so ``scrapy genspider -t crawlhub NAME DOMAIN`` works in any project, one made by
+``scrapy startproject`` with the add-on included, with no TEMPLATES_DIR to set."""
 
 from __future__ import annotations
 
@@ -9,7 +13,10 @@ from pathlib import Path
 import scrapy
 from scrapy.commands.genspider import Command as _Base
 
+import crawlhub
+
 SCRAPY_TEMPLATES = Path(scrapy.__path__[0], "templates", "spiders")
+CRAWLHUB_TEMPLATES = Path(crawlhub.TEMPLATES_DIR, "spiders")
 
 
 class Command(_Base):
@@ -17,8 +24,8 @@ class Command(_Base):
         return super().long_desc() + " crawlhub's own template, a spider on the shared frontier with a typed item: -t crawlhub."
 
     def _folders(self) -> list[Path]:
-        own = Path(self.templates_dir)
-        return [own] if own == SCRAPY_TEMPLATES else [own, SCRAPY_TEMPLATES]
+        # the project's (TEMPLATES_DIR; Scrapy's when unset), crawlhub's, Scrapy's: each once, in that order
+        return list(dict.fromkeys((Path(self.templates_dir), CRAWLHUB_TEMPLATES, SCRAPY_TEMPLATES)))
 
     def _find_template(self, template: str) -> Path | None:
         filename = template if template.endswith(".tmpl") else f"{template}.tmpl"

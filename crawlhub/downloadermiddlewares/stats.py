@@ -124,6 +124,7 @@ class ClusterStatsMiddleware:
 
     def process_request(self, request: Request) -> Request | Response | None:
         request.meta[STARTED] = time.monotonic()
+        request.meta.pop("download_latency", None)  # an earlier attempt's (a retry's, a redirect's copy of the meta)
         return None
 
     def process_response(self, request: Request, response: Response) -> Request | Response:
@@ -135,8 +136,7 @@ class ClusterStatsMiddleware:
         return None
 
     def record(self, request: Request, status: int | None, size: int, error: str) -> None:
-        started = request.meta.pop(STARTED, None)
-        ms = (time.monotonic() - started) * 1000 if started is not None else 0.0
+        ms = self.latency_ms(request, answered=status is not None)
         domain = domain_of(request.url)
         cls = status_class(status)
         bucket = latency_bucket(ms)
@@ -156,6 +156,21 @@ class ClusterStatsMiddleware:
             m.requests.labels(self.spider_name, domain, cls).inc()
             m.latency.labels(self.spider_name, domain).observe(ms / 1000)
             m.bytes.labels(self.spider_name).inc(size)
+
+    @staticmethod
+    def latency_ms(request: Request, answered: bool) -> float:
+        """The attempt's latency: from when its download really started (the download handler's
+        ``download_latency``: Scrapy's, crawlhub's and the browser's set it), not from when the request joined its
+        download slot's queue in this worker (where DOWNLOAD_DELAY and CONCURRENT_REQUESTS_PER_DOMAIN hold it);
+        an attempt with no answer (a timeout, a refused connection), or through a handler that does not say: from
+        when it reached this middleware."""
+        started = request.meta.pop(STARTED, None)
+        if started is None:
+            return 0.0
+        latency = request.meta.get("download_latency")
+        if answered and isinstance(latency, (int, float)):
+            return float(latency) * 1000
+        return (time.monotonic() - float(started)) * 1000
 
     def _scheduler_counts(self) -> None:
         """Retries and dead letters, from the frontier's Scrapy stats (cumulative: send the growth)."""

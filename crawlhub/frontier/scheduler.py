@@ -34,13 +34,14 @@ from scrapy.http import Response
 from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.misc import build_from_crawler, load_object
 
-from crawlhub import meta, services
+from crawlhub import meta
 from crawlhub.connection import (
     REDIS_ERRORS,
     connect_redis,
     redis_location,
     redis_shown,
     retry_startup,
+    seed_commands,
     take_over,
     worker_id,
 )
@@ -158,7 +159,7 @@ class RedisScheduler(BaseScheduler):
         self.upkeep.start()
         url, cluster = redis_location(settings)  # a cluster worker must not start an embedded Redis to say where
         logger.info("Shared frontier on %s; seed it with: %s", redis_shown(settings, url, cluster),
-                    services.seed_command(url, self.frontier.keys.seeds, cluster=cluster))
+                    seed_commands(settings, spider.name, self.frontier.keys.seeds))
         counts: dict[str, int] = {}
         if not self.frontier.fresh:  # a crawl in progress counted, else the URLs seen (a command a partition each)
             joining = self.frontier.left()

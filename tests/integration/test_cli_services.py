@@ -93,7 +93,7 @@ def test_embedded_servers_are_started_once_and_shared(site, tmp_path):
         redis_pid = EmbeddedRedis(home).pid
         workers = run_workers("scrapeme", env, tmp_path, 2, CONCURRENT_REQUESTS=2)
         assert (f"Shared frontier on Redis redis://127.0.0.1:{redis_port}/0 (embedded); seed it with: "
-                f"redis-cli -p {redis_port} lpush scrapeme:start_urls URL") in workers[0].log()
+                f"crawlhub seed scrapeme URL (or: redis-cli -p {redis_port} lpush scrapeme:start_urls URL)") in workers[0].log()
         assert EmbeddedRedis(home).pid == redis_pid, "workers reused the running server"
         assert (home / "redis" / "appendonlydir").is_dir(), "AOF is on"
         assert (home / "mongo" / "data").is_dir()
