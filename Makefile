@@ -14,10 +14,11 @@ TEST_JOBS ?= 6
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 STAMP := $(VENV)/.installed
 
-.PHONY: help setup sysdeps venv bytecode browser lint docs demo test durations services-up services-down services-status clean
+.PHONY: help setup sysdeps venv bytecode browser lint docs demo shop test durations services-up services-down services-status clean
 
 help:
 	@echo "make demo    install what is missing, run $(WORKERS) workers on a local demo shop, print what was stored"
+	@echo "make shop    serve the demo shop on 127.0.0.1:8800 until Ctrl-C, to crawl it by hand"
 	@echo "make test    install what is missing, run the whole test suite"
 	@echo "make docs    build the docs site (docs/, mkdocs.yml) into .crawlhub/site; a broken link fails it"
 	@echo "make durations  time each integration test again (tests/durations.json: the longest start first)"
@@ -71,6 +72,9 @@ bytecode: venv
 
 demo: setup bytecode
 	$(PY) -m demo.run --workers $(WORKERS)
+
+shop: setup bytecode
+	$(PY) -m demo.shop
 
 # The browser tests need a Chromium: Debian's (sysdeps), else Playwright's own build. Without
 # one, `make test` stops here with the cause, unless CRAWLHUB_SKIP_BROWSER_TESTS=1 says to skip them.

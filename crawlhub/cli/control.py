@@ -70,9 +70,12 @@ def bad_seeds(spider: str, limit: int, clear: bool) -> None:
     """List the seeds SPIDER refused, with the reasons."""
     server = connect()
     key = keys(spider, server).bad_seeds
-    for raw in server.lrange(key, 0, limit - 1):
+    shown = server.lrange(key, 0, limit - 1)
+    for raw in shown:
         record = json.loads(raw)
         click.echo(f"{record['reason']}: {shown_seed(record['seed'])}")
+    total = server.llen(key) if len(shown) >= limit else len(shown)
+    click.echo(f"{total} bad seed(s) in {key}" + (f" (the first {len(shown)} shown)" if total > len(shown) else ""))
     if clear:
         server.delete(key)
         click.echo(f"cleared {key}")

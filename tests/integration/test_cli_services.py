@@ -44,6 +44,7 @@ def test_seed_status_bad_seeds_and_reset(env, redis_client):
     frontier = Frontier(redis_client, Keys.for_spider(Settings(project_settings()), "scrapeme"), "scrapeme")
     for path in ("/a", "/b", "/a"):  # the second /a is a duplicate
         frontier.enqueue(f"http://shop.test{path}", b'{"url": "http://shop.test%s"}' % path.encode(), 0, domain="shop.test")
+    assert "0 bad seed(s) in scrapeme:bad_seeds" in run([*CRAWLHUB, "bad-seeds", "scrapeme"], env).stdout
     redis_client.lpush("scrapeme:bad_seeds", json.dumps({"seed": "ftp://x", "reason": "scheme 'ftp' is not http or https"}))
     status = json.loads(run([*CRAWLHUB, "status", "scrapeme", "--json"], env).stdout)
     assert (status["seeds"], status["queued"], status["seen"], status["bad_seeds"]) == (2, 2, 2, 1)
@@ -51,7 +52,7 @@ def test_seed_status_bad_seeds_and_reset(env, redis_client):
     assert "2 seeds waiting, 2 queued, 0 in flight" in text and "2 URLs seen" in text
 
     listed = run([*CRAWLHUB, "bad-seeds", "scrapeme"], env).stdout
-    assert "scheme 'ftp' is not http or https: 'ftp://x'" in listed
+    assert "scheme 'ftp' is not http or https: 'ftp://x'" in listed and "1 bad seed(s) in" in listed
     # a binary seed is shown as it was pushed: one backslash per undecodable byte
     binary = b"\xff\xfehttp://x\n"
     redis_client.lpush("scrapeme:bad_seeds", json.dumps({"seed": binary.decode("utf-8", "backslashreplace"),

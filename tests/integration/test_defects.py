@@ -330,3 +330,33 @@ def test_an_unmodified_scrapy_redis_crawl_spider_shares_its_rules_requests(env, 
     assert sorted(d["title"] for d in mongo_db.pages.find()) == sorted(items), logs[-3000:]
     assert "cannot be stored as JSON" not in logs and "set aside" not in logs, logs[-3000:]
     assert Counter(shop.fetched("/")) == dict.fromkeys(["/", *lists, *items], 1)
+
+
+def test_make_shop_serves_the_demo_shop_on_a_free_port_when_its_own_is_taken(tmp_path):
+    """`make shop` (README, "Run a crawl"): the demo's shop to crawl by hand, with the seed command for its URL,
+    on another port when 8800's is taken, stopped by SIGTERM."""
+    import socket
+    import urllib.request
+
+    from tests.harness import wait_for
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = tmp_path / "shop.out"
+        with out.open("w") as sink:
+            shop = subprocess.Popen([sys.executable, "-m", "demo.shop", "--port", str(port), "--products", "24"],
+                                    cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT, text=True)
+        try:
+            line = wait_for(lambda: next((ln for ln in out.read_text().splitlines()
+                                          if ln.startswith("seed a crawl with: crawlhub seed scrapeme ")), None), 30)
+            assert line, out.read_text()
+            url = line.split()[7]
+            assert url.startswith("http://127.0.0.1:") and url.endswith("/shop/") and f":{port}/" not in url
+            assert f"port {port} is taken" in out.read_text()
+            page = urllib.request.urlopen(url, timeout=10).read().decode()
+            assert "ScrapeMe" in page and "product" in page
+        finally:
+            shop.terminate()
+            assert shop.wait(timeout=30) == 0
