@@ -131,7 +131,8 @@ def test_embedded_redis_takes_the_standard_port_when_free_else_says_where(tmp_pa
                 url = server.ensure()
             assert server.port != port and url == f"redis://127.0.0.1:{server.port}/0"
             assert f"port {port} is taken" in caplog.text
-            assert f"seed with: redis-cli -p {server.port} lpush SPIDER:start_urls URL" in caplog.text
+            assert (f"seed with: crawlhub seed SPIDER URL (or: redis-cli -p {server.port} lpush SPIDER:start_urls URL)"
+                        in caplog.text)
         finally:
             server.stop()
     free = EmbeddedRedis(tmp_path / "b", standard_port=port)  # the port is free now: it is used
