@@ -52,7 +52,8 @@ def test_seed_status_bad_seeds_and_reset(env, redis_client):
     assert "2 seeds waiting, 2 queued, 0 in flight" in text and "2 URLs seen" in text
 
     listed = run([*CRAWLHUB, "bad-seeds", "scrapeme"], env).stdout
-    assert "scheme 'ftp' is not http or https: 'ftp://x'" in listed and "1 bad seed(s) in" in listed
+    assert "scheme 'ftp' is not http or https: 'ftp://x'" in listed
+    assert "1 bad seed(s) in scrapeme:bad_seeds" in listed
     # a binary seed is shown as it was pushed: one backslash per undecodable byte
     binary = b"\xff\xfehttp://x\n"
     redis_client.lpush("scrapeme:bad_seeds", json.dumps({"seed": binary.decode("utf-8", "backslashreplace"),
